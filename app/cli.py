@@ -1,0 +1,223 @@
+"""`switchboard …`: serve, migrate, and the operator commands (one JSON object per creation)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings, get_settings
+from app.db.engine import create_engine, create_sessionmaker
+from app.kit.errors import DomainError
+from app.kit.jsonutil import dumps_str
+
+T = TypeVar("T")
+
+
+def _print(payload: dict[str, Any]) -> None:
+    sys.stdout.write(dumps_str(payload) + "\n")
+    sys.stdout.flush()
+
+
+def _in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    async def run() -> T:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            async with create_sessionmaker(engine)() as session:
+                result = await work(session)
+                await session.commit()
+                return result
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from app.db.migrate import upgrade
+
+    upgrade(settings.database_url)
+    _print({"migrated": True})
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.db.migrate import upgrade
+    from app.observability import configure_logging
+
+    configure_logging(settings.log_level)
+    settings.resolved_secret_key()  # generate var/secret.key once, before workers fork
+    upgrade(settings.database_url)
+    uvicorn.run(
+        "app.main:create_app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=settings.log_level,
+        access_log=False,
+        proxy_headers=True,
+    )
+    return 0
+
+
+def cmd_orgs_create(settings: Settings, args: argparse.Namespace) -> int:
+    from app.auth.scopes import Scope
+    from app.auth.service import create_api_key
+    from app.organizations.service import create_organization
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        organization = await create_organization(session, args.name)
+        created = await create_api_key(
+            session,
+            organization.id,
+            name="Default key",
+            scopes=[Scope.FULL_ACCESS.value],
+            secret_key=settings.resolved_secret_key(),
+        )
+        return {"organization_id": organization.id, "api_key": created.secret}
+
+    _print(_in_transaction(settings, work))
+    return 0
+
+
+def _parse_datetime(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 timestamp: {value}") from exc
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError("--expires-at needs a timezone (e.g. Z or +00:00)")
+    return parsed
+
+
+def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    from app.auth.service import create_api_key
+    from app.kit.clock import isoformat
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        created = await create_api_key(
+            session,
+            args.org,
+            name=args.name,
+            scopes=args.scopes.split(","),
+            secret_key=settings.resolved_secret_key(),
+            livemode=args.live,
+            expires_at=args.expires_at,
+        )
+        key = created.key
+        return {
+            "id": key.id,
+            "api_key": created.secret,
+            "scopes": key.scopes,
+            "livemode": key.livemode,
+            "expires_at": isoformat(key.expires_at),
+        }
+
+    _print(_in_transaction(settings, work))
+    return 0
+
+
+def cmd_keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from app.auth.service import revoke_api_key
+    from app.kit.clock import isoformat
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        key = await revoke_api_key(session, None, args.key_id)
+        return {"id": key.id, "revoked_at": isoformat(key.revoked_at)}
+
+    _print(_in_transaction(settings, work))
+    return 0
+
+
+def cmd_users_create(settings: Settings, args: argparse.Namespace) -> int:
+    from app.organizations.service import create_user
+
+    password = sys.stdin.readline().rstrip("\r\n")
+
+    async def work(session: AsyncSession) -> dict[str, Any]:
+        user = await create_user(session, args.org, args.email, password)
+        return {"user_id": user.id}
+
+    _print(_in_transaction(settings, work))
+    return 0
+
+
+def cmd_export_schema(_settings: Settings, args: argparse.Namespace) -> int:
+    from app.graphql.schema import schema_sdl
+
+    Path(args.output).write_text(schema_sdl())
+    _print({"written": args.output})
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the API (and, without REDIS_URL, a worker)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--no-worker", action="store_true", help="do not run the in-process job worker"
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    commands.add_parser("migrate", help="apply database migrations").set_defaults(
+        handler=cmd_migrate
+    )
+
+    orgs = commands.add_parser("orgs", help="organizations").add_subparsers(
+        dest="action", required=True
+    )
+    orgs_create = orgs.add_parser("create", help="create an organization and a full_access key")
+    orgs_create.add_argument("--name", required=True)
+    orgs_create.set_defaults(handler=cmd_orgs_create)
+
+    keys = commands.add_parser("keys", help="API keys").add_subparsers(dest="action", required=True)
+    keys_create = keys.add_parser("create", help="create an API key")
+    keys_create.add_argument("--org", required=True)
+    keys_create.add_argument("--name", required=True)
+    keys_create.add_argument("--scopes", required=True, help="comma-separated, e.g. agents:read")
+    keys_create.add_argument("--live", action="store_true", help="a live key (default: test)")
+    keys_create.add_argument("--expires-at", type=_parse_datetime, default=None)
+    keys_create.set_defaults(handler=cmd_keys_create)
+    keys_revoke = keys.add_parser("revoke", help="revoke an API key at once")
+    keys_revoke.add_argument("key_id")
+    keys_revoke.set_defaults(handler=cmd_keys_revoke)
+
+    users = commands.add_parser("users", help="organization users").add_subparsers(
+        dest="action", required=True
+    )
+    users_create = users.add_parser("create", help="create a user; password read from stdin")
+    users_create.add_argument("--org", required=True)
+    users_create.add_argument("--email", required=True)
+    users_create.set_defaults(handler=cmd_users_create)
+
+    export = commands.add_parser("export-schema", help="write the GraphQL SDL")
+    export.add_argument("--output", default="schema.graphql")
+    export.set_defaults(handler=cmd_export_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = get_settings()
+    try:
+        return int(args.handler(settings, args))
+    except DomainError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""Settings: the one place that reads the environment (and an optional `.env`)."""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.kit.ratelimit import RateLimit
+
+VAR_DIR = Path("./var")
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; names match the documented environment variables."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    database_url: str = Field(
+        default="sqlite+aiosqlite:///./var/switchboard.db",
+        validation_alias=AliasChoices("DATABASE_URL", "database_url"),
+    )
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("REDIS_URL", "redis_url")
+    )
+    secret_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("SWITCHBOARD_SECRET_KEY", "secret_key")
+    )
+    storage_url: str = Field(
+        default="file://./var/objects",
+        validation_alias=AliasChoices("SWITCHBOARD_STORAGE_URL", "storage_url"),
+    )
+    allow_private_webhook_urls: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOK_URLS", "allow_private_webhook_urls"
+        ),
+    )
+    graph_api_url: str = Field(
+        default="https://graph.facebook.com",
+        validation_alias=AliasChoices("SWITCHBOARD_GRAPH_API_URL", "graph_api_url"),
+    )
+    rate_limit_per_key: str = Field(
+        default="100/s",
+        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_PER_KEY", "rate_limit_per_key"),
+    )
+    rate_limit_per_org: str = Field(
+        default="300/s",
+        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_PER_ORG", "rate_limit_per_org"),
+    )
+    rate_limit_anonymous: str = Field(
+        default="20/s",
+        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_ANONYMOUS", "rate_limit_anonymous"),
+    )
+    jwt_ttl_seconds: int = Field(
+        default=3600,
+        ge=60,
+        validation_alias=AliasChoices("SWITCHBOARD_JWT_TTL_SECONDS", "jwt_ttl_seconds"),
+    )
+    idempotency_ttl_seconds: int = Field(
+        default=24 * 3600,
+        ge=60,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS", "idempotency_ttl_seconds"
+        ),
+    )
+    db_pool_size: int = Field(
+        default=10, ge=1, validation_alias=AliasChoices("SWITCHBOARD_DB_POOL_SIZE", "db_pool_size")
+    )
+    log_level: str = Field(
+        default="info", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
+    )
+    access_log: bool = Field(
+        default=True, validation_alias=AliasChoices("SWITCHBOARD_ACCESS_LOG", "access_log")
+    )
+    var_dir: Path = Field(
+        default=VAR_DIR, validation_alias=AliasChoices("SWITCHBOARD_VAR_DIR", "var_dir")
+    )
+
+    @field_validator("rate_limit_per_key", "rate_limit_per_org", "rate_limit_anonymous")
+    @classmethod
+    def _valid_rate(cls, value: str) -> str:
+        RateLimit.parse(value)
+        return value
+
+    @field_validator("redis_url", "secret_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    def resolved_secret_key(self) -> str:
+        """The configured key, or one generated once into `var/secret.key` and reused after."""
+        if self.secret_key:
+            return self.secret_key
+        path = self.var_dir / "secret.key"
+        if path.exists():
+            return path.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(48)
+        # O_EXCL: two processes starting at once agree on the first key written.
+        try:
+            with path.open("x") as handle:
+                handle.write(key)
+            path.chmod(0o600)
+        except FileExistsError:
+            return path.read_text().strip()
+        return key
+
+    @property
+    def key_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.rate_limit_per_key)
+
+    @property
+    def org_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.rate_limit_per_org)
+
+    @property
+    def anonymous_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.rate_limit_anonymous)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,102 @@
+"""Contact inputs shared by REST and GraphQL, and the public (REST) shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.kit.clock import isoformat
+from app.kit.jsonutil import dumps
+
+MAX_TAGS = 100
+MAX_TAG_LENGTH = 100
+MAX_CUSTOM_FIELDS_BYTES = 16 * 1024
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    cleaned: list[str] = []
+    for tag in tags:
+        tag = tag.strip()
+        if not tag or len(tag) > MAX_TAG_LENGTH:
+            raise ValueError(f"each tag must be 1 to {MAX_TAG_LENGTH} characters")
+        cleaned.append(tag)
+    return list(dict.fromkeys(cleaned))
+
+
+def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None and len(dumps(value)) > MAX_CUSTOM_FIELDS_BYTES:
+        raise ValueError(f"custom_fields must serialize to at most {MAX_CUSTOM_FIELDS_BYTES} bytes")
+    return value
+
+
+class ContactCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    # Length and format of phone_number are checked by the service (400, per the spec).
+    phone_number: str
+    name: str = Field(min_length=1, max_length=255)
+    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    notes: str | None = Field(default=None, max_length=10_000)
+    custom_fields: dict[str, Any] | None = None
+
+    _tags = field_validator("tags")(_clean_tags)
+    _custom_fields = field_validator("custom_fields")(_check_custom_fields)
+
+
+class ContactUpdate(BaseModel):
+    """Partial update: only the fields present in the body change; tags are replaced."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phone_number: str | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    tags: list[str] | None = Field(default=None, max_length=MAX_TAGS)
+    notes: str | None = Field(default=None, max_length=10_000)
+    custom_fields: dict[str, Any] | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _clean_tags(value)
+
+    _custom_fields = field_validator("custom_fields")(_check_custom_fields)
+
+    @model_validator(mode="after")
+    def _no_null_for_required(self) -> ContactUpdate:
+        for name in ("phone_number", "name", "tags"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class ContactResponse(BaseModel):
+    """The REST shape; documents the OpenAPI schema. Runtime uses `contact_to_public`."""
+
+    id: str
+    organization_id: str
+    phone_number: str
+    name: str
+    tags: list[str]
+    notes: str | None
+    custom_fields: dict[str, Any] | None
+    created_at: str
+    updated_at: str
+
+
+def contact_to_public(contact: Any) -> dict[str, Any]:
+    """REST/event shape of a contact row or entity (anything with the attributes)."""
+    return {
+        "id": contact.id,
+        "organization_id": contact.organization_id,
+        "phone_number": contact.phone_number,
+        "name": contact.name,
+        "tags": contact.tags or [],
+        "notes": contact.notes,
+        "custom_fields": contact.custom_fields,
+        "created_at": isoformat(contact.created_at),
+        "updated_at": isoformat(contact.updated_at),
+    }

@@ -1,0 +1,76 @@
+"""Contact operations: the resolvers REST and GraphQL both call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.subject import Subject
+from app.contacts.models import Contact
+from app.contacts.repository import ContactRepository
+from app.contacts.schemas import ContactCreate, ContactUpdate
+from app.kit.errors import NotFound
+from app.kit.pagination import CursorPage, CursorParams
+from app.kit.phone import to_e164
+
+CONTACT = "Contact"
+
+
+async def create_contact(session: AsyncSession, subject: Subject, data: ContactCreate) -> Contact:
+    contact = Contact(
+        organization_id=subject.organization_id,
+        phone_number=to_e164(data.phone_number),
+        name=data.name,
+        tags=data.tags,
+        notes=data.notes,
+        custom_fields=data.custom_fields,
+    )
+    ContactRepository(session, subject.organization_id).add(contact)
+    await session.flush()
+    return contact
+
+
+async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Row[Any]:
+    row = await ContactRepository(session, subject.organization_id).get_row(contact_id)
+    if row is None:
+        raise NotFound(CONTACT)
+    return row
+
+
+async def list_contacts(
+    session: AsyncSession,
+    subject: Subject,
+    params: CursorParams,
+    *,
+    tag: str | None = None,
+    search: str | None = None,
+) -> CursorPage[Row[Any]]:
+    repository = ContactRepository(session, subject.organization_id)
+    return await repository.cursor_page(params, *repository.filters(tag=tag, search=search))
+
+
+async def update_contact(
+    session: AsyncSession, subject: Subject, contact_id: str, data: ContactUpdate
+) -> Contact:
+    repository = ContactRepository(session, subject.organization_id)
+    contact = await repository.get(contact_id)
+    if contact is None:
+        raise NotFound(CONTACT)
+    changes = data.changes()
+    if "phone_number" in changes:
+        changes["phone_number"] = to_e164(changes["phone_number"])
+    for name, value in changes.items():
+        setattr(contact, name, value)
+    await session.flush()
+    return contact
+
+
+async def delete_contact(session: AsyncSession, subject: Subject, contact_id: str) -> None:
+    repository = ContactRepository(session, subject.organization_id)
+    contact = await repository.get(contact_id)
+    if contact is None:
+        raise NotFound(CONTACT)
+    await repository.delete(contact)
+    await session.flush()

@@ -1,0 +1,50 @@
+"""Alembic environment: async engine, batch mode on SQLite, our metadata."""
+
+from __future__ import annotations
+
+import asyncio
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from app.db.engine import create_engine
+from app.db.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _configure(connection: Connection | None = None, url: str | None = None) -> None:
+    context.configure(
+        connection=connection,
+        url=url,
+        target_metadata=target_metadata,
+        render_as_batch=True,
+        compare_type=True,
+        literal_binds=connection is None,
+    )
+
+
+def _run_sync(connection: Connection) -> None:
+    _configure(connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async(url: str) -> None:
+    engine = create_engine(url, null_pool=True)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(_run_sync)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+url = config.attributes.get("database_url") or config.get_main_option("sqlalchemy.url")
+if context.is_offline_mode():
+    _configure(url=url)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    asyncio.run(_run_async(url))

@@ -1,0 +1,54 @@
+"""Per-request GraphQL context: one session (serialised by a lock), the caller, loaders."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import Request
+
+from app.auth.subject import PrincipalType, Subject
+from app.graphql.errors import Forbidden, Unauthenticated
+from app.resources import Resources
+
+
+@dataclass
+class Context:
+    request: Request
+    resources: Resources
+    session: AsyncSession
+    subject: Subject | None
+    # Sibling fields resolve concurrently; one AsyncSession must not be used concurrently.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    loaders: dict[str, Any] = field(default_factory=dict)
+
+    @asynccontextmanager
+    async def db(self) -> AsyncIterator[AsyncSession]:
+        async with self.lock:
+            yield self.session
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[AsyncSession]:
+        """A mutation's transaction: committed when the block succeeds, rolled back if not."""
+        async with self.lock:
+            try:
+                yield self.session
+            except BaseException:
+                await self.session.rollback()
+                raise
+            await self.session.commit()
+
+    def require_subject(self) -> Subject:
+        if self.subject is None:
+            raise Unauthenticated()
+        return self.subject
+
+    def require_user(self) -> Subject:
+        subject = self.require_subject()
+        if subject.principal_type is not PrincipalType.USER:
+            raise Forbidden("This operation requires an organization user (log in for a JWT)")
+        return subject

@@ -1,0 +1,28 @@
+"""Every query on organizations and users."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.organizations.models import Organization, User
+
+
+async def get_organization(session: AsyncSession, organization_id: str) -> Organization | None:
+    return await session.get(Organization, organization_id)
+
+
+async def find_user_by_email(session: AsyncSession, email: str) -> User | None:
+    result = await session.execute(select(User).where(User.email == email.lower()))
+    return result.scalar_one_or_none()
+
+
+async def get_user(session: AsyncSession, user_id: str) -> User | None:
+    return await session.get(User, user_id)
+
+
+async def users_by_ids(session: AsyncSession, organization_id: str, ids: list[str]) -> list[User]:
+    result = await session.execute(
+        select(User).where(User.organization_id == organization_id, User.id.in_(ids))
+    )
+    return list(result.scalars())

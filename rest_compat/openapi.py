@@ -1,0 +1,252 @@
+"""OpenAPI 3.1 document built from the Operation table, so it cannot drift from the routes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from rest_compat.endpoint import Operation
+from rest_compat.errors import ErrorStyle
+
+REF = "#/components/schemas/{model}"
+
+_AUTH_ERROR = {
+    "type": "object",
+    "required": ["error", "detail"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "type"],
+            "properties": {
+                "code": {"type": "string", "enum": ["invalid_api_key", "insufficient_scope"]},
+                "message": {"type": "string"},
+                "type": {"type": "string", "const": "authentication_error"},
+            },
+        },
+        "detail": {"type": "string"},
+    },
+}
+_RATE_LIMIT_ERROR = {
+    "type": "object",
+    "required": ["error", "message", "retry_after"],
+    "properties": {
+        "error": {"type": "string", "const": "rate_limit_exceeded"},
+        "message": {"type": "string"},
+        "retry_after": {"type": "number"},
+    },
+}
+_DETAIL_ERROR = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"type": "string"}},
+}
+_VALIDATION_ERROR = {
+    "type": "object",
+    "required": ["detail"],
+    "properties": {
+        "detail": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["loc", "msg", "type"],
+                "properties": {
+                    "loc": {"type": "array", "items": {"type": ["string", "integer"]}},
+                    "msg": {"type": "string"},
+                    "type": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+_AGENT_ERROR = {
+    "type": "object",
+    "required": ["error", "message"],
+    "properties": {"error": {"type": "integer"}, "message": {"type": "string"}},
+}
+COMPONENT_SCHEMAS: dict[str, Any] = {
+    "AuthenticationError": _AUTH_ERROR,
+    "RateLimitError": _RATE_LIMIT_ERROR,
+    "DetailError": _DETAIL_ERROR,
+    "ValidationError": _VALIDATION_ERROR,
+    "AgentError": _AGENT_ERROR,
+}
+_DESCRIPTIONS = {
+    400: "Invalid request",
+    401: "Missing, malformed, unknown, expired or revoked credential",
+    403: "The credential lacks the required scope",
+    404: "Not found (or owned by another organization)",
+    409: "Conflict",
+    422: "Request validation failed",
+    429: "Rate limit exceeded",
+    500: "Internal server error",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _envelope(kind: str, item: dict[str, Any]) -> dict[str, Any]:
+    items = {"type": "array", "items": item}
+    integer = {"type": "integer"}
+    if kind == "C":
+        return {
+            "type": "object",
+            "required": ["object", "data", "has_more", "next_cursor", "total_count"],
+            "properties": {
+                "object": {"type": "string", "const": "list"},
+                "data": items,
+                "has_more": {"type": "boolean"},
+                "next_cursor": {"type": ["string", "null"]},
+                "total_count": integer,
+            },
+        }
+    if kind == "A":
+        return {
+            "type": "object",
+            "required": ["has_more", "total", "page", "limit", "items"],
+            "properties": {
+                "has_more": {"type": "boolean"},
+                "total": integer,
+                "page": integer,
+                "limit": integer,
+                "items": items,
+            },
+        }
+    return {
+        "type": "object",
+        "required": ["total", "page", "page_size", "items"],
+        "properties": {"total": integer, "page": integer, "page_size": integer, "items": items},
+    }
+
+
+def _error_schema(status: int, style: ErrorStyle) -> dict[str, Any]:
+    if status in (401, 403):
+        return _ref("AuthenticationError")
+    if status == 429:
+        return _ref("RateLimitError")
+    if style is ErrorStyle.AGENT:
+        return _ref("AgentError")
+    if status == 422:
+        return _ref("ValidationError")
+    return _ref("DetailError")
+
+
+def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[dict[str, Any]]:
+    schema = model.model_json_schema(ref_template=REF)
+    schemas.update(schema.pop("$defs", {}))
+    required = set(schema.get("required", []))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        for name, prop in schema.get("properties", {}).items()
+    ]
+
+
+def _model_ref(model: type[BaseModel], schemas: dict[str, Any], mode: str) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template=REF, mode=mode)  # type: ignore[arg-type]
+    schemas.update(schema.pop("$defs", {}))
+    name = model.__name__
+    schemas[name] = schema
+    return _ref(name)
+
+
+def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in re.findall(r"{(\w+)}", op.path)
+    ]
+    parameters.append(
+        {
+            "name": "organization_id",
+            "in": "header",
+            "required": False,
+            "description": "When present, must name the credential's organization",
+            "schema": {"type": "string"},
+        }
+    )
+    if op.method == "POST":
+        parameters.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": "Replays the first successful response for 24 hours",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+            }
+        )
+    if op.query_model is not None:
+        parameters.extend(_query_parameters(op.query_model, schemas))
+    responses: dict[str, Any] = {}
+    if op.status_code == 204:
+        responses["204"] = {"description": "Deleted"}
+    else:
+        body: dict[str, Any] = {}
+        if op.response_model is not None:
+            body = _model_ref(op.response_model, schemas, "serialization")
+            if op.envelope:
+                body = _envelope(op.envelope, body)
+        responses[str(op.status_code)] = {"description": "Success", "content": _json(body)}
+    # Every route can answer 400 (organization_id header rule), 401, 403, 429 and 500.
+    statuses = {*op.errors, 400, 401, 403, 429, 500}
+    if (op.request_model or op.query_model) and op.style is ErrorStyle.DETAIL:
+        statuses.add(422)
+    for status in sorted(statuses):
+        responses[str(status)] = {
+            "description": _DESCRIPTIONS.get(status, "Error"),
+            "content": _json(_error_schema(status, op.style)),
+        }
+    document: dict[str, Any] = {
+        "operationId": op.handler.__name__,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": parameters,
+        "responses": responses,
+        "security": [{"bearer": []}],
+    }
+    if op.request_model is not None:
+        document["requestBody"] = {
+            "required": True,
+            "content": _json(_model_ref(op.request_model, schemas, "validation")),
+        }
+    return document
+
+
+@lru_cache(maxsize=4)
+def _build(operations: tuple[Operation, ...], prefix: str) -> dict[str, Any]:
+    schemas: dict[str, Any] = dict(COMPONENT_SCHEMAS)
+    paths: dict[str, Any] = {}
+    for op in operations:
+        paths.setdefault(prefix + op.path, {})[op.method.lower()] = _operation(op, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Switchboard REST API",
+            "version": "1.0.0",
+            "description": "The /api/v1 compatibility surface. GraphQL at /graphql is the "
+            "primary interface; both call the same service operations.",
+        },
+        "servers": [{"url": "/"}],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "service_sk_… API key or a JWT",
+                }
+            },
+        },
+    }
+
+
+def build_openapi(operations: Iterable[Operation], prefix: str = "/api/v1") -> dict[str, Any]:
+    return _build(tuple(operations), prefix)

@@ -1,0 +1,263 @@
+"""Shared fixtures: every API test runs on SQLite and on PostgreSQL.
+
+Migrations run once per backend; each test runs inside one transaction that is rolled back
+(the app's sessions join it through savepoints), so tests never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
+
+from app.auth.service import create_api_key
+from app.config import Settings
+from app.db.engine import create_engine
+from app.db.migrate import upgrade
+from app.kit.ratelimit import MemoryRateLimiter
+from app.main import create_app
+from app.organizations.service import create_organization, create_user
+from app.resources import Resources
+
+REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+PG_ADMIN_URL = os.environ.get(
+    "TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+TEST_SECRET = "test-secret-key-for-hmac-and-jwt-0123456789"
+GRAPHQL = "/graphql"
+
+
+def service_unavailable(what: str, error: BaseException) -> None:
+    """Skip on a developer machine without the service; fail in CI (REQUIRE_SERVICES=1)."""
+    message = f"{what} unavailable: {error!r}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message + " (REQUIRE_SERVICES=1)")
+    pytest.skip(message)
+
+
+async def _admin_execute(statement: str) -> None:
+    import asyncpg
+
+    url = make_url(PG_ADMIN_URL)
+    connection = await asyncpg.connect(
+        host=url.host,
+        port=url.port or 5432,
+        user=url.username,
+        password=url.password,
+        database=url.database,
+        timeout=5,
+    )
+    try:
+        await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A freshly migrated database of each backend, for the whole session."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
+        upgrade(url)
+        yield url
+        return
+    name = f"sb_test_{uuid.uuid4().hex[:12]}"
+    try:
+        asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        service_unavailable("PostgreSQL", exc)
+    url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(database_url, pool_size=5)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def dialect(engine: AsyncEngine) -> str:
+    return engine.dialect.name
+
+
+@pytest.fixture
+async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    async with engine.connect() as connection:
+        transaction = await connection.begin()
+        yield connection
+        await transaction.rollback()
+
+
+@pytest.fixture
+def sessionmaker(connection: AsyncConnection) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(
+        bind=connection,
+        join_transaction_mode="create_savepoint",
+        expire_on_commit=False,
+        autoflush=False,
+    )
+
+
+def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "secret_key": TEST_SECRET,
+        "rate_limit_per_key": "100000/s",
+        "rate_limit_per_org": "100000/s",
+        "var_dir": tmp_path / "var",
+        "access_log": False,
+        "redis_url": None,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(database_url, tmp_path)
+
+
+@pytest.fixture
+def resources(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], dialect: str
+) -> Resources:
+    return Resources(
+        settings=settings,
+        sessionmaker=sessionmaker,
+        rate_limiter=MemoryRateLimiter(),
+        secret_key=TEST_SECRET,
+        dialect_name=dialect,
+    )
+
+
+@pytest.fixture
+async def client(resources: Resources) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(resources=resources)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        yield client
+
+
+@dataclass
+class Tenant:
+    organization_id: str
+    api_key: str
+    key_id: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+class TenantFactory:
+    """Creates organizations, keys and users through the same services the CLI uses."""
+
+    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+        self.sessionmaker = sessionmaker
+
+    async def organization(self, name: str = "Acme") -> Tenant:
+        async with self.sessionmaker() as session:
+            organization = await create_organization(session, name)
+            created = await create_api_key(
+                session,
+                organization.id,
+                name="default",
+                scopes=["full_access"],
+                secret_key=TEST_SECRET,
+            )
+            await session.commit()
+        return Tenant(organization.id, created.secret, created.key.id)
+
+    async def key(
+        self,
+        tenant: Tenant,
+        scopes: list[str],
+        *,
+        livemode: bool = False,
+        expires_at: datetime | None = None,
+    ) -> Tenant:
+        async with self.sessionmaker() as session:
+            created = await create_api_key(
+                session,
+                tenant.organization_id,
+                name="extra",
+                scopes=scopes,
+                secret_key=TEST_SECRET,
+                livemode=livemode,
+                expires_at=expires_at,
+            )
+            await session.commit()
+        return Tenant(tenant.organization_id, created.secret, created.key.id)
+
+    async def user(self, tenant: Tenant, email: str, password: str) -> str:
+        async with self.sessionmaker() as session:
+            user = await create_user(session, tenant.organization_id, email, password)
+            await session.commit()
+        return user.id
+
+
+@pytest.fixture
+def tenants(sessionmaker: async_sessionmaker[AsyncSession]) -> TenantFactory:
+    return TenantFactory(sessionmaker)
+
+
+@pytest.fixture
+async def acme(tenants: TenantFactory) -> Tenant:
+    return await tenants.organization("Acme")
+
+
+@pytest.fixture
+async def globex(tenants: TenantFactory) -> Tenant:
+    return await tenants.organization("Globex")
+
+
+async def graphql(
+    client: httpx.AsyncClient,
+    query: str,
+    variables: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    response = await client.post(
+        GRAPHQL, json={"query": query, "variables": variables or {}}, headers=headers or {}
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+class StatementCounter:
+    """Counts SQL statements sent on the test connection (N+1 detection)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, *_args: Any, **_kwargs: Any) -> None:
+        self.count += 1
+
+
+@pytest.fixture
+def sql_counter(connection: AsyncConnection) -> Iterator[StatementCounter]:
+    from sqlalchemy import event
+
+    counter = StatementCounter()
+    event.listen(connection.sync_connection, "before_cursor_execute", counter)
+    yield counter
+    event.remove(connection.sync_connection, "before_cursor_execute", counter)
