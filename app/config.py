@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator
@@ -51,10 +51,6 @@ class Settings(BaseSettings):
         default="300/s",
         validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_PER_ORG", "rate_limit_per_org"),
     )
-    rate_limit_anonymous: str = Field(
-        default="20/s",
-        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_ANONYMOUS", "rate_limit_anonymous"),
-    )
     jwt_ttl_seconds: int = Field(
         default=3600,
         ge=60,
@@ -68,7 +64,7 @@ class Settings(BaseSettings):
         ),
     )
     db_pool_size: int = Field(
-        default=10, ge=1, validation_alias=AliasChoices("SWITCHBOARD_DB_POOL_SIZE", "db_pool_size")
+        default=20, ge=1, validation_alias=AliasChoices("SWITCHBOARD_DB_POOL_SIZE", "db_pool_size")
     )
     log_level: str = Field(
         default="info", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
@@ -80,7 +76,7 @@ class Settings(BaseSettings):
         default=VAR_DIR, validation_alias=AliasChoices("SWITCHBOARD_VAR_DIR", "var_dir")
     )
 
-    @field_validator("rate_limit_per_key", "rate_limit_per_org", "rate_limit_anonymous")
+    @field_validator("rate_limit_per_key", "rate_limit_per_org")
     @classmethod
     def _valid_rate(cls, value: str) -> str:
         RateLimit.parse(value)
@@ -109,17 +105,13 @@ class Settings(BaseSettings):
             return path.read_text().strip()
         return key
 
-    @property
+    @cached_property
     def key_rate_limit(self) -> RateLimit:
         return RateLimit.parse(self.rate_limit_per_key)
 
-    @property
+    @cached_property
     def org_rate_limit(self) -> RateLimit:
         return RateLimit.parse(self.rate_limit_per_org)
-
-    @property
-    def anonymous_rate_limit(self) -> RateLimit:
-        return RateLimit.parse(self.rate_limit_anonymous)
 
 
 @lru_cache(maxsize=1)

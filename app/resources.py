@@ -21,6 +21,9 @@ class Resources:
     dialect_name: str
     engine: AsyncEngine | None = None
     redis: Redis | None = None
+    # Reads outside an explicit transaction on PostgreSQL: no BEGIN/COMMIT round trips.
+    # Off for tests, whose sessions live inside one rolled-back transaction.
+    autocommit_reads: bool = False
 
     @classmethod
     def from_settings(
@@ -45,7 +48,20 @@ class Resources:
             dialect_name=dialect_name or "sqlite",
             engine=engine,
             redis=redis,
+            autocommit_reads=engine is not None,
         )
+
+    async def begin(self, session: AsyncSession, *, writes: bool) -> None:
+        """Open the session's connection the way this kind of request needs.
+
+        SQLite writers take the write lock up front (BEGIN IMMEDIATE) so a read-then-write
+        transaction never fails to upgrade; PostgreSQL readers skip the transaction entirely.
+        """
+        if self.dialect_name == "sqlite":
+            if writes:
+                await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+        elif not writes and self.autocommit_reads:
+            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
 
     async def aclose(self) -> None:
         await self.rate_limiter.close()

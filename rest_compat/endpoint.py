@@ -107,11 +107,6 @@ def _check_organization_header(request: Request, subject: Subject) -> None:
         raise OrganizationMismatch()
 
 
-async def _begin(session: AsyncSession, resources: Resources, writes: bool) -> None:
-    if writes and resources.dialect_name == "sqlite":
-        await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
-
-
 async def run_operation(operation: Operation, request: Request) -> Response:
     resources: Resources = request.app.state.resources
     request.scope["sb.route"] = f"{operation.method} {operation.path}"
@@ -119,7 +114,7 @@ async def run_operation(operation: Operation, request: Request) -> Response:
     try:
         raw_body = await request.body() if operation.writes else b""
         async with resources.sessionmaker() as session:
-            await _begin(session, resources, operation.writes)
+            await resources.begin(session, writes=operation.writes)
             credential = await authenticate(
                 session, resources, request.headers.get("authorization")
             )

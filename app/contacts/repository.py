@@ -18,6 +18,7 @@ def _like_pattern(text: str) -> str:
 
 class ContactRepository(OrgScopedRepository[Contact]):
     model = Contact
+    counted = True
     list_columns: ClassVar = (
         Contact.id,
         Contact.organization_id,

@@ -6,7 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.kit.clock import isoformat
 from app.kit.jsonutil import dumps
 
 MAX_TAGS = 100
@@ -88,7 +87,8 @@ class ContactResponse(BaseModel):
 
 
 def contact_to_public(contact: Any) -> dict[str, Any]:
-    """REST/event shape of a contact row or entity (anything with the attributes)."""
+    """REST/event shape of a contact row or entity (anything with the attributes), for
+    serialization with app.kit.jsonutil.dumps."""
     return {
         "id": contact.id,
         "organization_id": contact.organization_id,
@@ -97,6 +97,7 @@ def contact_to_public(contact: Any) -> dict[str, Any]:
         "tags": contact.tags or [],
         "notes": contact.notes,
         "custom_fields": contact.custom_fields,
-        "created_at": isoformat(contact.created_at),
-        "updated_at": isoformat(contact.updated_at),
+        # datetimes stay objects: orjson writes them as ISO 8601 with a Z, faster than Python.
+        "created_at": contact.created_at,
+        "updated_at": contact.updated_at,
     }

@@ -57,7 +57,9 @@ def create_engine(url: str, *, pool_size: int = 10, null_pool: bool = False) -> 
     if null_pool:
         kwargs["poolclass"] = NullPool
     elif backend == "postgresql":
-        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=False)
+        # No overflow: connections opened past the pool are closed on return, and under
+        # sustained load that churn (a server process fork each) dominated request cost.
+        kwargs.update(pool_size=pool_size, max_overflow=0, pool_timeout=30)
     if backend == "sqlite":
         _prepare_sqlite_file(url)
         kwargs["connect_args"] = {"timeout": 30}

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from app.auth.models import ApiKey
 from app.contacts.models import Contact
+from app.db.counters import ResourceCounter
 from app.db.base import Base
 from app.idempotency.models import IdempotencyRecord
 from app.organizations.models import Organization, User
 
-__all__ = ["ApiKey", "Base", "Contact", "IdempotencyRecord", "Organization", "User"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Contact",
+    "IdempotencyRecord",
+    "Organization",
+    "ResourceCounter",
+    "User",
+]

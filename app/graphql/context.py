@@ -33,14 +33,18 @@ class Context:
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[AsyncSession]:
-        """A mutation's transaction: committed when the block succeeds, rolled back if not."""
+        """A mutation's own transaction: committed when the block succeeds, rolled back if not.
+
+        The request's shared session reads without a transaction where it can; writes get a
+        session of their own. The read session's open transaction (if any) ends first, so the
+        write never nests inside it.
+        """
         async with self.lock:
-            try:
-                yield self.session
-            except BaseException:
-                await self.session.rollback()
-                raise
             await self.session.commit()
+            async with self.resources.sessionmaker() as session:
+                await self.resources.begin(session, writes=True)
+                yield session
+                await session.commit()
 
     def require_subject(self) -> Subject:
         if self.subject is None:

@@ -63,6 +63,7 @@ class GraphQLEndpoint:
         authorization = headers.get(b"authorization")
         touch_key_id = None
         async with resources.sessionmaker() as session:
+            await resources.begin(session, writes=False)
             subject = None
             if authorization is not None:
                 try:

@@ -8,21 +8,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, Select, func, select, tuple_
+from sqlalchemy import ColumnElement, ScalarSelect, Select, func, select, tuple_
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.counters import ResourceCounter
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 ModelT = TypeVar("ModelT")
+TOTAL_LABEL = "total_count_"
 
 
 class OrgScopedRepository(Generic[ModelT]):
     """Base of every domain repository: one organization, one session, one model."""
 
     model: ClassVar[Any]
+    # True when the table has counter triggers (app/db/counters.py): O(1) unfiltered totals.
+    counted: ClassVar[bool] = False
     # Columns a read selects: plain rows (no ORM identity map) keep hot reads cheap, and they
     # answer attribute access like the ORM objects writes return, so one serializer fits both.
     list_columns: ClassVar[Sequence[Any]]
@@ -61,9 +65,22 @@ class OrgScopedRepository(Generic[ModelT]):
         row: Row[Any] | None = result.one_or_none()
         return row
 
+    def _total(self, conditions: tuple[ColumnElement[bool], ...]) -> ScalarSelect[Any]:
+        """Matching rows: the trigger-kept counter when unfiltered, else a count(*)."""
+        if not conditions and self.counted:
+            counter = select(ResourceCounter.count).where(
+                ResourceCounter.organization_id == self.organization_id,
+                ResourceCounter.resource == self.model.__tablename__,
+            )
+            return select(func.coalesce(counter.scalar_subquery(), 0)).scalar_subquery()
+        return (
+            self.scoped(select(func.count()).select_from(self.model))
+            .where(*conditions)
+            .scalar_subquery()
+        )
+
     async def count(self, *conditions: ColumnElement[bool]) -> int:
-        statement = self.scoped(select(func.count()).select_from(self.model)).where(*conditions)
-        return int((await self.session.execute(statement)).scalar_one())
+        return int((await self.session.execute(select(self._total(conditions)))).scalar_one())
 
     async def _anchor(self, object_id: str, parameter: str) -> tuple[Any, str]:
         canonical = normalize_id(object_id)
@@ -84,7 +101,9 @@ class OrgScopedRepository(Generic[ModelT]):
     ) -> CursorPage[Row[Any]]:
         """Newest first, ties broken by id, so every row appears exactly once across pages."""
         key = tuple_(self.model.created_at, self.model.id)
-        statement = self.scoped(select(*self.list_columns)).where(*conditions)
+        # The total rides along as an uncorrelated subquery (computed once): one round trip.
+        total_column = self._total(conditions).label(TOTAL_LABEL)
+        statement = self.scoped(select(*self.list_columns, total_column)).where(*conditions)
         newest_first = (self.model.created_at.desc(), self.model.id.desc())
         oldest_first = (self.model.created_at.asc(), self.model.id.asc())
         fetch = params.limit + 1
@@ -104,5 +123,10 @@ class OrgScopedRepository(Generic[ModelT]):
             has_more = len(rows) > params.limit
             items = rows[: params.limit]
             has_previous = params.starting_after is not None
-        total = await self.count(*conditions)
+        if rows:
+            total = int(rows[0]._mapping[TOTAL_LABEL])
+        elif params.starting_after or params.ending_before:
+            total = await self.count(*conditions)
+        else:
+            total = 0  # nothing matched at all
         return CursorPage(items, has_more, total, has_previous)

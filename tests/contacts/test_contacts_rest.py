@@ -239,3 +239,25 @@ async def test_lists_need_no_more_than_limit(
         "next_cursor": None,
         "total_count": 0,
     }
+
+
+async def test_total_count_tracks_creates_and_deletes(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant
+) -> None:
+    """Unfiltered totals come from trigger-kept counters; they must stay exact."""
+    ids = [(await create(client, acme, name=f"T{i}"))["id"] for i in range(3)]
+    await create(client, globex)
+    assert (await client.delete(f"{BASE}/{ids[0]}", headers=acme.headers)).status_code == 204
+    page = (await client.get(BASE, params={"limit": 1}, headers=acme.headers)).json()
+    assert page["total_count"] == 2
+    after_last = (
+        await client.get(BASE, params={"starting_after": ids[1]}, headers=acme.headers)
+    ).json()
+    assert after_last == {
+        "object": "list",
+        "data": [],
+        "has_more": False,
+        "next_cursor": None,
+        "total_count": 2,
+    }
+    assert (await client.get(BASE, headers=globex.headers)).json()["total_count"] == 1
