@@ -30,6 +30,10 @@ def _in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable
         engine = create_engine(settings.database_url, null_pool=True)
         try:
             async with create_sessionmaker(engine)() as session:
+                if engine.dialect.name == "sqlite":
+                    # Take the write lock first, as REST writes do: a read-then-write
+                    # transaction must not lose its upgrade to a concurrent writer.
+                    await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
                 result = await work(session)
                 await session.commit()
                 return result

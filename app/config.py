@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -12,6 +14,28 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from app.kit.ratelimit import RateLimit
 
 VAR_DIR = Path("./var")
+MIN_SECRET_LENGTH = 32
+
+
+def _create_secret_file(path: Path, key: str) -> None:
+    """Write the key to a private temp file, then link it into place.
+
+    The link either creates `path` whole (mode 0600 from the first byte) or fails because
+    another process got there first, whose complete key then wins: nobody ever reads a
+    partly written or world-readable key.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another process's key won
+            os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 class Settings(BaseSettings):
@@ -92,17 +116,14 @@ class Settings(BaseSettings):
         if self.secret_key:
             return self.secret_key
         path = self.var_dir / "secret.key"
-        if path.exists():
-            return path.read_text().strip()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(48)
-        # O_EXCL: two processes starting at once agree on the first key written.
-        try:
-            with path.open("x") as handle:
-                handle.write(key)
-            path.chmod(0o600)
-        except FileExistsError:
-            return path.read_text().strip()
+        if not path.exists():
+            _create_secret_file(path, secrets.token_urlsafe(48))
+        key = path.read_text().strip()
+        if len(key) < MIN_SECRET_LENGTH:
+            raise RuntimeError(
+                f"{path} holds no usable secret (under {MIN_SECRET_LENGTH} characters); "
+                "remove it or set SWITCHBOARD_SECRET_KEY"
+            )
         return key
 
     @cached_property

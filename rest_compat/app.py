@@ -20,13 +20,12 @@ async def openapi_document(_request: Request) -> Response:
 
 def build_routes() -> list[BaseRoute]:
     routes: list[BaseRoute] = [Route("/openapi.json", openapi_document, methods=["GET"])]
+    by_path: dict[str, list[Operation]] = {}
     for operation in OPERATIONS:
+        by_path.setdefault(operation.path, []).append(operation)
+    # One Route per path (not per operation) so a 405 lists every allowed method.
+    for path, operations in by_path.items():
         routes.append(
-            Route(
-                operation.path,
-                endpoint_for(operation),
-                methods=[operation.method],
-                name=operation.handler.__name__,
-            )
+            Route(path, endpoint_for(operations), methods=[op.method for op in operations])
         )
     return routes

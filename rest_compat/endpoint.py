@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.auth.gate import authenticate, record_key_use
+from app.auth.gate import authenticate, check_organization_header, record_key_use
 from app.auth.scopes import Scope
 from app.auth.subject import Subject
 from app.idempotency import service as idempotency
@@ -25,7 +25,6 @@ from app.kit.errors import (
     DomainError,
     IdempotencyInProgress,
     InsufficientScope,
-    OrganizationMismatch,
     RequestValidationFailed,
 )
 from app.kit.jsonutil import loads
@@ -99,14 +98,6 @@ class Operation:
         return self.method in WRITE_METHODS
 
 
-def _check_organization_header(request: Request, subject: Subject) -> None:
-    claimed = request.headers.get("organization_id")
-    if claimed is None:
-        claimed = request.headers.get("organization-id")
-    if claimed is not None and claimed.strip() != subject.organization_id:
-        raise OrganizationMismatch()
-
-
 async def run_operation(operation: Operation, request: Request) -> Response:
     resources: Resources = request.app.state.resources
     request.scope["sb.route"] = f"{operation.method} {operation.path}"
@@ -124,7 +115,7 @@ async def run_operation(operation: Operation, request: Request) -> Response:
                 raise InsufficientScope(
                     f"This API key does not have the required scope: {operation.scope.value}"
                 )
-            _check_organization_header(request, subject)
+            check_organization_header(request.headers, subject)
             context = RequestContext(request, session, subject, resources, raw_body)
             idempotency_key = request.headers.get("idempotency-key")
             if idempotency_key is not None and operation.method == "POST":
@@ -182,11 +173,14 @@ def _replayed(stored: idempotency.StoredResponse) -> Response:
     return response
 
 
-def endpoint_for(operation: Operation) -> Callable[[Request], Awaitable[Response]]:
-    async def endpoint(request: Request) -> Response:
-        return await run_operation(operation, request)
+def endpoint_for(operations: list[Operation]) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of one path: dispatches on the method to its operation."""
+    by_method = {operation.method: operation for operation in operations}
 
-    endpoint.__name__ = operation.handler.__name__
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await run_operation(by_method[method], request)
+
     return endpoint
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.service import ResolvedCredential, resolve_credential, touch_api_key
+from app.auth.subject import Subject
 from app.kit import limits
+from app.kit.errors import OrganizationMismatch
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.auth")
@@ -25,6 +29,15 @@ async def authenticate(
         settings.org_rate_limit,
     )
     return credential
+
+
+def check_organization_header(headers: Mapping[str, str], subject: Subject) -> None:
+    """CONTRACT §2: an `organization_id` header, when sent, must name the caller's organization."""
+    claimed = headers.get("organization_id")
+    if claimed is None:
+        claimed = headers.get("organization-id")
+    if claimed is not None and claimed.strip() != subject.organization_id:
+        raise OrganizationMismatch()
 
 
 async def record_key_use(resources: Resources, key_id: str | None) -> None:

@@ -57,6 +57,14 @@ class Base(DeclarativeBase):
     type_annotation_map: dict[Any, Any] = {datetime: UTCDateTime()}
 
 
+def _same_as_created(context: Any) -> datetime:
+    """A new row's updated_at equals its created_at (one clock reading, not two)."""
+    created = context.get_current_parameters().get("created_at")
+    return created if isinstance(created, datetime) else utcnow()
+
+
 class TimestampMixin:
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), default=_same_as_created, onupdate=utcnow
+    )

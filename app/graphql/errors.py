@@ -12,7 +12,7 @@ from app.kit.errors import DomainError, RequestValidationFailed
 
 class Unauthenticated(GraphQLError):
     def __init__(self, message: str = "Authentication required: send 'Bearer <API_KEY>'") -> None:
-        super().__init__(message, extensions={"code": "UNAUTHENTICATED"})
+        super().__init__(message, extensions={"code": "unauthenticated"})
 
 
 class Forbidden(GraphQLError):
@@ -27,17 +27,28 @@ class UserError:
     field: str | None = None
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _field_path(parts: list[Any]) -> str | None:
+    """`phone_number` → `phoneNumber`: fields are named as the GraphQL input names them."""
+    return ".".join(_camel(str(part)) for part in parts) or None
+
+
 def user_errors(exc: DomainError) -> list[UserError]:
     if isinstance(exc, RequestValidationFailed):
         return [
             UserError(
                 code=str(error["type"]),
                 message=str(error["msg"]),
-                field=".".join(str(part) for part in error["loc"][1:]) or None,
+                field=_field_path(error["loc"][1:]),
             )
             for error in exc.errors
         ]
-    return [UserError(code=exc.code, message=exc.message, field=exc.field)]
+    field = _field_path([exc.field]) if exc.field else None
+    return [UserError(code=exc.code, message=exc.message, field=field)]
 
 
 def as_graphql_error(exc: DomainError) -> GraphQLError:

@@ -5,21 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import structlog
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 
-from app.auth.gate import authenticate, record_key_use
+from app.auth.gate import authenticate, check_organization_header, record_key_use
 from app.graphql.context import Context
 from app.graphql.ide import graphiql_html
 from app.graphql.schema import build_schema
 from app.kit.errors import DomainError
 from app.resources import Resources
-from rest_compat.errors import ErrorStyle, error_response
+from rest_compat.errors import ErrorStyle, error_response, internal_error_response
 
 _STATE_KEY = "sb.graphql"
+logger = structlog.get_logger("switchboard.graphql")
 
 
 class StrawberryView(GraphQL[Context, None]):
@@ -59,20 +62,24 @@ class GraphQLEndpoint:
             return
         scope["sb.route"] = "POST /graphql"
         resources: Resources = scope["app"].state.resources
-        headers = dict(scope["headers"])
-        authorization = headers.get(b"authorization")
+        headers = Headers(scope=scope)
+        authorization = headers.get("authorization")
         touch_key_id = None
         async with resources.sessionmaker() as session:
             await resources.begin(session, writes=False)
             subject = None
             if authorization is not None:
                 try:
-                    credential = await authenticate(
-                        session, resources, authorization.decode("latin-1")
-                    )
+                    credential = await authenticate(session, resources, authorization)
+                    check_organization_header(headers, credential.subject)
                 except DomainError as exc:
                     response: Response = error_response(exc, ErrorStyle.DETAIL)
                     await response(scope, receive, send)
+                    return
+                except Exception:
+                    # e.g. Redis (rate limits) unreachable: answer like REST does, logged.
+                    logger.exception("graphql gateway failure")
+                    await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
                     return
                 subject = credential.subject
                 touch_key_id = credential.touch_key_id

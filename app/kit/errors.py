@@ -48,6 +48,14 @@ class AuthenticationFailed(DomainError):
     status = 401
 
 
+class InvalidLogin(DomainError):
+    code = "invalid_credentials"
+    status = 401
+
+    def __init__(self) -> None:
+        super().__init__("Invalid email or password")
+
+
 class InsufficientScope(DomainError):
     code = "insufficient_scope"
     status = 403

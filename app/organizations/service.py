@@ -10,7 +10,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.jwt import TokenClaims, issue_token
-from app.kit.errors import AuthenticationFailed, Conflict, InvalidInput, NotFound
+from app.kit.errors import Conflict, InvalidInput, InvalidLogin, NotFound
 from app.organizations import repository
 from app.organizations.models import Organization, User
 
@@ -69,6 +69,6 @@ async def login(
     except (VerificationError, InvalidHashError):
         user = None
     if user is None:
-        raise AuthenticationFailed("Invalid email or password")
+        raise InvalidLogin()
     token = issue_token(TokenClaims(user.id, user.organization_id), secret_key, ttl_seconds)
     return LoginResult(token=token, user=user, expires_in=ttl_seconds)

@@ -134,7 +134,7 @@ async def test_graphql_applies_the_same_scopes(
     anonymous = (
         await client.post("/graphql", json={"query": "{ contacts { totalCount } }"})
     ).json()
-    assert anonymous["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+    assert anonymous["errors"][0]["extensions"]["code"] == "unauthenticated"
     bad = await client.post(
         "/graphql",
         json={"query": "{ viewer { livemode } }"},
@@ -202,3 +202,26 @@ async def test_only_a_hash_is_stored(
     assert acme.api_key not in (key.key_hash, key.display_prefix)
     assert len(key.key_hash) == 64
     assert acme.api_key.startswith(key.display_prefix)
+
+
+async def test_graphql_applies_the_organization_id_header_rule(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant
+) -> None:
+    query = {"query": "{ viewer { organizationId } }"}
+    ok = await client.post(
+        "/graphql", json=query, headers={**acme.headers, "organization_id": acme.organization_id}
+    )
+    assert ok.json()["data"]["viewer"]["organizationId"] == acme.organization_id
+    wrong = await client.post(
+        "/graphql", json=query, headers={**acme.headers, "organization_id": globex.organization_id}
+    )
+    assert wrong.status_code == 400
+    assert wrong.json() == {"detail": "A valid organization_id header is required"}
+
+
+async def test_wrong_method_lists_every_allowed_one(
+    client: httpx.AsyncClient, acme: Tenant
+) -> None:
+    response = await client.patch(CONTACTS, headers=acme.headers)
+    assert response.status_code == 405
+    assert {"GET", "POST"} <= {m.strip() for m in response.headers["allow"].split(",")}

@@ -78,7 +78,7 @@ async def test_bad_login_says_nothing_specific(
             "token": None,
             "expiresIn": None,
             "user": None,
-            "errors": [{"code": "invalid_api_key", "message": "Invalid email or password"}],
+            "errors": [{"code": "invalid_credentials", "message": "Invalid email or password"}],
         }
     )
 
@@ -91,7 +91,7 @@ async def test_login_is_rate_limited_per_email(
         (await login(client, "target@acme.test", f"guess {i}"))["errors"][0]["code"]
         for i in range(12)
     ]
-    assert codes[:10] == ["invalid_api_key"] * 10
+    assert codes[:10] == ["invalid_credentials"] * 10
     assert codes[10:] == ["rate_limit_exceeded"] * 2
 
 
@@ -136,7 +136,7 @@ async def test_key_management_rules(
         {"input": {"name": "x", "scopes": ["full_access"], "expiresAt": "2001-01-01T00:00:00Z"}},
         headers,
     )
-    assert past["data"]["createApiKey"]["errors"][0]["field"] == "expires_at"
+    assert past["data"]["createApiKey"]["errors"][0]["field"] == "expiresAt"
     # Another organization's key cannot be revoked (it is simply not found).
     other = await graphql(client, REVOKE, {"id": globex.key_id}, headers)
     assert other["data"]["revokeApiKey"]["errors"] == [{"code": "not_found"}]

@@ -77,7 +77,7 @@ async def test_typed_errors(client: httpx.AsyncClient, acme: Tenant) -> None:
             {
                 "code": "invalid_input",
                 "message": "Invalid phone number format or length",
-                "field": "phone_number",
+                "field": "phoneNumber",
             }
         ],
     }
