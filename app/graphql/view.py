@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import structlog
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -84,5 +84,9 @@ class GraphQLEndpoint:
                 subject = credential.subject
                 touch_key_id = credential.touch_key_id
             scope[_STATE_KEY] = {"resources": resources, "session": session, "subject": subject}
-            await self.view(scope, receive, send)
+            try:
+                await self.view(scope, receive, send)
+            except ClientDisconnect:
+                return  # the caller left before sending its body: nobody to answer
+
         await record_key_use(resources, touch_key_id)
