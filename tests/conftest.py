@@ -10,6 +10,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -63,27 +64,38 @@ async def _admin_execute(statement: str) -> None:
         await connection.close()
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+@contextmanager
+def fresh_database(
+    backend: str, directory: Path, prefix: str = "sb_test", *, migrate: bool = True
 ) -> Iterator[str]:
-    """A freshly migrated database of each backend, for the whole session."""
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db') / 'test.db'}"
-        upgrade(url)
+    """A new database of `backend` (migrated unless told not to), dropped afterwards."""
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{directory / f'{prefix}.db'}"
+        if migrate:
+            upgrade(url)
         yield url
         return
-    name = f"sb_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     try:
         asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
     except Exception as exc:
         service_unavailable("PostgreSQL", exc)
     url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     try:
-        upgrade(url)
+        if migrate:
+            upgrade(url)
         yield url
     finally:
         asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A freshly migrated database of each backend, for the whole session."""
+    with fresh_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

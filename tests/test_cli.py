@@ -7,7 +7,6 @@ port and proves the keys the CLI printed work (and stop working) against the liv
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -27,14 +26,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.engine import make_url
 
 import app.organizations.repository as org_repository
 from app.cli import build_parser, cmd_keys_create
 from app.config import Settings
 from app.db.migrate import upgrade
 from app.graphql.schema import schema_sdl
-from tests.conftest import PG_ADMIN_URL, TEST_SECRET, service_unavailable
+from tests.conftest import TEST_SECRET, fresh_database
 
 SWITCHBOARD = Path(sys.executable).parent / "switchboard"
 TEST_KEY = re.compile(r"^service_sk_test_[0-9A-Za-z]{32,}$")
@@ -137,24 +135,6 @@ def _bootstrap(backend: str, workdir: Path, database_url: str) -> Workspace:
     return Workspace(backend, cli, migrate_outputs, org, secret.read_text(), secret.stat())
 
 
-async def _admin_execute(statement: str) -> None:
-    import asyncpg
-
-    url = make_url(PG_ADMIN_URL)
-    connection = await asyncpg.connect(
-        host=url.host,
-        port=url.port or 5432,
-        user=url.username,
-        password=url.password,
-        database=url.database,
-        timeout=5,
-    )
-    try:
-        await connection.execute(statement)
-    finally:
-        await connection.close()
-
-
 @pytest.fixture(scope="module")
 def sqlite_workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     workdir = tmp_path_factory.mktemp("cli-sqlite")
@@ -163,16 +143,10 @@ def sqlite_workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
 
 @pytest.fixture(scope="module")
 def postgresql_workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    name = f"sb_cli_{uuid.uuid4().hex[:12]}"
-    try:
-        asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
-    except Exception as exc:
-        service_unavailable("PostgreSQL", exc)
-    url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        yield _bootstrap("postgresql", tmp_path_factory.mktemp("cli-postgresql"), url)
-    finally:
-        asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    workdir = tmp_path_factory.mktemp("cli-postgresql")
+    # `switchboard migrate` is under test here, so the database starts empty.
+    with fresh_database("postgresql", workdir, "sb_cli", migrate=False) as url:
+        yield _bootstrap("postgresql", workdir, url)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

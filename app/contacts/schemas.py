@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
 
 from app.kit.jsonutil import dumps
+from app.kit.phone import MAX_PHONE_LENGTH
 
 MAX_TAGS = 100
 MAX_TAG_LENGTH = 100
 MAX_CUSTOM_FIELDS_BYTES = 16 * 1024
 
 
-def _clean_tags(tags: list[str]) -> list[str]:
-    cleaned: list[str] = []
-    for tag in tags:
-        tag = tag.strip()
-        if not tag or len(tag) > MAX_TAG_LENGTH:
-            raise ValueError(f"each tag must be 1 to {MAX_TAG_LENGTH} characters")
-        cleaned.append(tag)
-    return list(dict.fromkeys(cleaned))
+# A tag: 1 to 100 characters once trimmed, at least one of them not white space.
+Tag = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, min_length=1, max_length=MAX_TAG_LENGTH, pattern=r"\S"
+    ),
+]
+
+
+def _unique(tags: list[str]) -> list[str]:
+    return list(dict.fromkeys(tags))
 
 
 def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -32,14 +44,14 @@ def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
 class ContactCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    # Length and format of phone_number are checked by the service (400, per the spec).
-    phone_number: str
+    # Format (and a length past 50) of phone_number is checked by the service: 400, per the spec.
+    phone_number: str = Field(json_schema_extra={"maxLength": MAX_PHONE_LENGTH})
     name: str = Field(min_length=1, max_length=255)
-    tags: list[str] = Field(default_factory=list, max_length=MAX_TAGS)
+    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     notes: str | None = Field(default=None, max_length=10_000)
     custom_fields: dict[str, Any] | None = None
 
-    _tags = field_validator("tags")(_clean_tags)
+    _tags = field_validator("tags")(_unique)
     _custom_fields = field_validator("custom_fields")(_check_custom_fields)
 
 
@@ -48,16 +60,21 @@ class ContactUpdate(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    phone_number: str | None = None
-    name: str | None = Field(default=None, min_length=1, max_length=255)
-    tags: list[str] | None = Field(default=None, max_length=MAX_TAGS)
+    # SkipJsonSchema: absent is fine, but null is refused, and the document says so.
+    phone_number: str | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra={"maxLength": MAX_PHONE_LENGTH}
+    )
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | SkipJsonSchema[None] = (
+        None
+    )
+    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | SkipJsonSchema[None] = None
     notes: str | None = Field(default=None, max_length=10_000)
     custom_fields: dict[str, Any] | None = None
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else _clean_tags(value)
+        return None if value is None else _unique(value)
 
     _custom_fields = field_validator("custom_fields")(_check_custom_fields)
 
