@@ -7,7 +7,6 @@ import re
 import sys
 import time
 import uuid
-from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
@@ -116,9 +115,3 @@ class ObservabilityMiddleware:
 
 async def metrics_endpoint(_request: Request) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
-
-
-def request_id_of(scope: dict[str, Any]) -> str | None:
-    state = scope.get("state") or {}
-    value = state.get("request_id")
-    return str(value) if value else None

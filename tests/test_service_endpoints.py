@@ -9,7 +9,6 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from app.main import create_app
 from app.resources import Resources
 from rest_compat.app import OPERATIONS
 from tests.conftest import REQUIRE_SERVICES, Tenant, service_unavailable
+from tests.html_assets import asset_urls
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GENERATED_REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -405,17 +405,6 @@ async def test_openapi_is_a_valid_openapi_31_document(openapi: dict[str, Any]) -
 # --------------------------------------------------------------------------- GraphiQL
 
 
-class _AssetCollector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        for name, value in attrs:
-            if name in {"src", "href"} and value:
-                self.urls.append(value)
-
-
 async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
     response = await client.get("/graphql", headers={"Accept": "text/html"})
     assert response.status_code == 200
@@ -425,9 +414,7 @@ async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
     assert "https://" not in html
     assert "http://" not in html
 
-    collector = _AssetCollector()
-    collector.feed(html)
-    assets = collector.urls
+    assets = [url for url in asset_urls(html) if url]
     assert any(url.endswith(".js") for url in assets), assets
     assert any(url.endswith(".css") for url in assets), assets
     for url in assets:

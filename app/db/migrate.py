@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from alembic import command
@@ -20,24 +19,5 @@ def alembic_config(database_url: str) -> Config:
 
 
 def upgrade(database_url: str, revision: str = "head") -> None:
-    """Apply migrations. Safe to call from inside a running event loop (runs in a thread)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        command.upgrade(alembic_config(database_url), revision)
-        return
-    import threading
-
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            command.upgrade(alembic_config(database_url), revision)
-        except BaseException as exc:  # re-raised in the caller's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
+    """Apply migrations (synchronous: env.py runs its own event loop)."""
+    command.upgrade(alembic_config(database_url), revision)

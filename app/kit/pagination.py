@@ -6,14 +6,13 @@ C: cursor (`starting_after` / `ending_before`), the general scheme for collectio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from app.kit.errors import InvalidInput
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 MAX_LIMIT = 100
 
@@ -43,11 +42,6 @@ class CursorPage(Generic[T]):
     total_count: int
     # Whether there are items on the other side of the cursor (newer ones), for GraphQL.
     has_previous: bool = False
-
-    def map(self, fn: Callable[[T], U]) -> CursorPage[U]:
-        return CursorPage(
-            [fn(item) for item in self.items], self.has_more, self.total_count, self.has_previous
-        )
 
 
 def envelope_c(items: list[dict[str, Any]], page: CursorPage[Any]) -> dict[str, Any]:

@@ -3,38 +3,16 @@
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from pathlib import PurePosixPath
 
 from app.graphql.ide import ASSETS, STATIC_DIR, STATIC_URL_PREFIX, graphiql_html
-
-
-class _UrlCollector(HTMLParser):
-    """Collect every ``src``/``href`` attribute value in a document."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.urls: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        for name, value in attrs:
-            if name in {"src", "href"}:
-                assert value, f"empty {name} on <{tag}>"
-                self.urls.append(value)
-
-    handle_startendtag = handle_starttag
-
-
-def _collect_urls(html: str) -> list[str]:
-    parser = _UrlCollector()
-    parser.feed(html)
-    parser.close()
-    return parser.urls
+from tests.html_assets import asset_urls
 
 
 def test_graphiql_page_uses_only_vendored_assets() -> None:
     html = graphiql_html()
-    urls = _collect_urls(html)
+    urls = asset_urls(html)
+    assert all(urls), f"empty src/href in {urls}"
 
     # Every asset the page is meant to load is referenced.
     assert sorted(urls) == sorted(f"{STATIC_URL_PREFIX}/{name}" for name in ASSETS)
