@@ -70,6 +70,8 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
             configure_logging(settings.log_level)
             app.state.resources = Resources.from_settings(settings)
         try:
+            if owns_resources:
+                await app.state.resources.start()
             async with app.state.resources.sessionmaker() as session:
                 purged = await purge_expired(session)
                 await session.commit()

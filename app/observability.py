@@ -7,6 +7,7 @@ import re
 import sys
 import time
 import uuid
+from typing import Any
 
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
@@ -46,6 +47,25 @@ def configure_logging(level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(),
         cache_logger_on_first_use=True,
     )
+
+
+# Children of the labelled metrics, looked up once: `labels()` costs more than the update.
+# Keys are bounded (methods x route templates x statuses).
+_request_counters: dict[tuple[str, str, int], Any] = {}
+_latency_histograms: dict[tuple[str, str], Any] = {}
+
+
+def _record(method: str, route: str, status: int, elapsed: float) -> None:
+    counter = _request_counters.get((method, route, status))
+    if counter is None:
+        counter = _request_counters[(method, route, status)] = REQUESTS.labels(
+            method, route, str(status)
+        )
+    histogram = _latency_histograms.get((method, route))
+    if histogram is None:
+        histogram = _latency_histograms[(method, route)] = LATENCY.labels(method, route)
+    counter.inc()
+    histogram.observe(elapsed)
 
 
 def _route_label(scope: Scope) -> str:
@@ -99,8 +119,7 @@ class ObservabilityMiddleware:
             elapsed = time.perf_counter() - started
             method = scope.get("method", "")
             route = _route_label(scope)
-            REQUESTS.labels(method, route, str(status)).inc()
-            LATENCY.labels(method, route).observe(elapsed)
+            _record(method, route, status, elapsed)
             if self.access_log:
                 self.logger.info(
                     "request",

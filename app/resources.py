@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.auth.cache import CredentialCache, RevocationListener
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.prepared import ReadPool
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 
 
@@ -24,6 +28,11 @@ class Resources:
     # Reads outside an explicit transaction on PostgreSQL: no BEGIN/COMMIT round trips.
     # Off for tests, whose sessions live inside one rolled-back transaction.
     autocommit_reads: bool = False
+    # Driver connections lent to read-only requests on PostgreSQL (opened by `start`).
+    read_pool: ReadPool | None = None
+    # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
+    credential_cache: CredentialCache | None = None
+    revocation_listener: RevocationListener | None = None
 
     @classmethod
     def from_settings(
@@ -40,6 +49,11 @@ class Resources:
             sessionmaker = create_sessionmaker(engine)
             dialect_name = engine.dialect.name
         redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        read_pool = credential_cache = revocation_listener = None
+        if engine is not None and engine.dialect.driver == "asyncpg":
+            read_pool = ReadPool(settings.database_url, engine.dialect, settings.db_pool_size)
+            credential_cache = CredentialCache()
+            revocation_listener = RevocationListener(read_pool.dsn, credential_cache)
         return cls(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -49,7 +63,32 @@ class Resources:
             engine=engine,
             redis=redis,
             autocommit_reads=engine is not None,
+            read_pool=read_pool,
+            credential_cache=credential_cache,
+            revocation_listener=revocation_listener,
         )
+
+    async def start(self) -> None:
+        """Open what needs a running event loop."""
+        if self.read_pool is not None:
+            await self.read_pool.open()
+        if self.revocation_listener is not None:
+            await self.revocation_listener.start()
+
+    @asynccontextmanager
+    async def session(self, *, writes: bool) -> AsyncIterator[AsyncSession]:
+        """The session of one request (or job step), opened the way its work needs.
+
+        Read-only work on PostgreSQL gets a driver connection lent for prepared reads, and
+        never checks out an ORM connection unless it issues an ORM query.
+        """
+        async with self.sessionmaker() as session:
+            if not writes and self.read_pool is not None:
+                async with self.read_pool.lend(session):
+                    yield session
+            else:
+                await self.begin(session, writes=writes)
+                yield session
 
     async def begin(self, session: AsyncSession, *, writes: bool) -> None:
         """Open the session's connection the way this kind of request needs.
@@ -67,5 +106,9 @@ class Resources:
         await self.rate_limiter.close()
         if self.redis is not None:
             await self.redis.aclose()
+        if self.revocation_listener is not None:
+            await self.revocation_listener.close()
+        if self.read_pool is not None:
+            await self.read_pool.close()
         if self.engine is not None:
             await self.engine.dispose()

@@ -104,8 +104,7 @@ async def run_operation(operation: Operation, request: Request) -> Response:
     touch_key_id: str | None = None
     try:
         raw_body = await request.body() if operation.writes else b""
-        async with resources.sessionmaker() as session:
-            await resources.begin(session, writes=operation.writes)
+        async with resources.session(writes=operation.writes) as session:
             credential = await authenticate(
                 session, resources, request.headers.get("authorization")
             )
@@ -122,7 +121,8 @@ async def run_operation(operation: Operation, request: Request) -> Response:
                 response = await _idempotent(operation, context, idempotency_key)
             else:
                 response = await operation.handler(context)
-                await session.commit()
+                if operation.writes:
+                    await session.commit()
     except DomainError as exc:
         return error_response(exc, operation.style)
     except Exception:

@@ -20,7 +20,9 @@ async def authenticate(
     session: AsyncSession, resources: Resources, authorization: str | None
 ) -> ResolvedCredential:
     """The caller behind the header, after its key and organization rate limits."""
-    credential = await resolve_credential(session, authorization, resources.secret_key)
+    credential = await resolve_credential(
+        session, authorization, resources.secret_key, resources.credential_cache
+    )
     settings = resources.settings
     await limits.enforce(
         resources.rate_limiter,

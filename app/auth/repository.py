@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from sqlalchemy import select, update
-from sqlalchemy.engine import RowMapping
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.models import ApiKey
+from app.db.prepared import PreparedRead
 from app.kit.repository import OrgScopedRepository
 
 CREDENTIAL_COLUMNS = (
@@ -24,10 +24,15 @@ CREDENTIAL_COLUMNS = (
 )
 
 
-async def find_by_hash(session: AsyncSession, key_hash: str) -> RowMapping | None:
-    """Credential lookup; runs before any organization is known, so it is not org-scoped."""
-    result = await session.execute(select(*CREDENTIAL_COLUMNS).where(ApiKey.key_hash == key_hash))
-    return result.mappings().one_or_none()
+_FIND_BY_HASH = PreparedRead(
+    select(*CREDENTIAL_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))
+)
+
+
+async def find_by_hash(session: AsyncSession, key_hash: str) -> Any | None:
+    """Credential lookup (every request: prepared); runs before any organization is known, so
+    it is not org-scoped."""
+    return await _FIND_BY_HASH.first(session, {"key_hash": key_hash})
 
 
 async def touch(session: AsyncSession, key_id: str, when: datetime) -> None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import keys, repository
+from app.auth.cache import CredentialCache, announce_revocation
 from app.auth.jwt import decode_token
 from app.auth.models import ApiKey
 from app.auth.repository import ApiKeyRepository
@@ -76,7 +77,7 @@ async def create_api_key(
 
 async def list_api_keys(
     session: AsyncSession, subject: Subject, params: CursorParams
-) -> CursorPage[Row[Any]]:
+) -> CursorPage[Any]:
     return await ApiKeyRepository(session, subject.organization_id).cursor_page(params)
 
 
@@ -92,6 +93,7 @@ async def revoke_api_key(session: AsyncSession, organization_id: str | None, key
     if api_key.revoked_at is None:
         api_key.revoked_at = utcnow()
         await session.flush()
+        await announce_revocation(session, api_key.key_hash)
     return api_key
 
 
@@ -112,18 +114,59 @@ def _bearer_token(authorization: str | None) -> str:
     return token
 
 
-def _subject_from_key(row: RowMapping) -> Subject:
-    return Subject(
-        organization_id=row["organization_id"],
-        principal_id=row["id"],
+@dataclass(frozen=True, slots=True)
+class KeyCredential:
+    """What a request needs to know about an API key (cacheable: see app/auth/cache.py)."""
+
+    key_id: str
+    key_hash: str
+    subject: Subject
+    expires_at: datetime | None
+    revoked: bool
+    last_used_at: datetime | None
+
+
+def _credential_from_row(row: Any) -> KeyCredential:
+    subject = Subject(
+        organization_id=row.organization_id,
+        principal_id=row.id,
         principal_type=PrincipalType.API_KEY,
-        scopes=frozenset(Scope(scope) for scope in row["scopes"]),
-        livemode=bool(row["livemode"]),
+        scopes=frozenset(Scope(scope) for scope in row.scopes),
+        livemode=bool(row.livemode),
+    )
+    return KeyCredential(
+        key_id=row.id,
+        key_hash=row.key_hash,
+        subject=subject,
+        expires_at=row.expires_at,
+        revoked=row.revoked_at is not None,
+        last_used_at=row.last_used_at,
     )
 
 
+async def _find_key(
+    session: AsyncSession, key_hash: str, cache: CredentialCache | None
+) -> KeyCredential | None:
+    generation = 0
+    if cache is not None:
+        found: KeyCredential | None = cache.get(key_hash)
+        if found is not None:
+            return found
+        generation = cache.generation
+    row = await repository.find_by_hash(session, key_hash)
+    if row is None or not keys.hashes_match(row.key_hash, key_hash):
+        return None
+    credential = _credential_from_row(row)
+    if cache is not None:
+        cache.put(key_hash, credential, generation)
+    return credential
+
+
 async def resolve_credential(
-    session: AsyncSession, authorization: str | None, secret_key: str
+    session: AsyncSession,
+    authorization: str | None,
+    secret_key: str,
+    cache: CredentialCache | None = None,
 ) -> ResolvedCredential:
     """The Subject behind an Authorization header, or AuthenticationFailed (401)."""
     token = _bearer_token(authorization)
@@ -131,19 +174,23 @@ async def resolve_credential(
         if not keys.is_well_formed(token):
             raise AuthenticationFailed("Malformed API key")
         candidate = keys.hash_key(token, secret_key)
-        row = await repository.find_by_hash(session, candidate)
-        if row is None or not keys.hashes_match(row["key_hash"], candidate):
+        credential = await _find_key(session, candidate, cache)
+        if credential is None:
             raise AuthenticationFailed("Invalid API key provided")
         now = utcnow()
-        if row["revoked_at"] is not None:
+        if credential.revoked:
             raise AuthenticationFailed("This API key has been revoked")
-        if row["expires_at"] is not None and row["expires_at"] <= now:
+        if credential.expires_at is not None and credential.expires_at <= now:
             raise AuthenticationFailed("This API key has expired")
-        if row["livemode"] != keys.is_live(token):
+        if credential.subject.livemode != keys.is_live(token):
             raise AuthenticationFailed("Invalid API key provided")
-        last_used = row["last_used_at"]
-        stale = last_used is None or now - last_used >= TOUCH_INTERVAL
-        return ResolvedCredential(_subject_from_key(row), row["id"] if stale else None)
+        last_used = credential.last_used_at
+        if last_used is not None and now - last_used < TOUCH_INTERVAL:
+            return ResolvedCredential(credential.subject)
+        if cache is not None:
+            # The caller writes last_used_at after the request; don't ask again for a minute.
+            cache.replace(candidate, dataclasses.replace(credential, last_used_at=now))
+        return ResolvedCredential(credential.subject, credential.key_id)
     claims = decode_token(token, secret_key)
     if claims is None:
         raise AuthenticationFailed("Could not validate credentials")

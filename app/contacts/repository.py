@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import ColumnElement, exists, func, or_, select, type_coerce
+from sqlalchemy import ColumnElement, String, bindparam, exists, func, or_, select, type_coerce
 from sqlalchemy.dialects.postgresql import JSONB
 
 from app.contacts.models import Contact
-from app.kit.repository import OrgScopedRepository
+from app.kit.repository import Filter, OrgScopedRepository
 
 
 def _like_pattern(text: str) -> str:
@@ -37,23 +37,32 @@ class ContactRepository(OrgScopedRepository[Contact]):
     async def delete(self, contact: Contact) -> None:
         await self.session.delete(contact)
 
-    def filters(self, *, tag: str | None, search: str | None) -> list[ColumnElement[bool]]:
-        conditions: list[ColumnElement[bool]] = []
+    def filters(self, *, tag: str | None, search: str | None) -> list[Filter]:
+        filters: list[Filter] = []
         if tag:
-            conditions.append(self._has_tag(tag))
+            if self.dialect_name == "postgresql":
+                filters.append(Filter("tag", _has_tag_postgresql, {"tag_list": [tag]}))
+            else:
+                filters.append(Filter("tag", _has_tag_sqlite, {"tag": tag}))
         if search:
-            pattern = _like_pattern(search)
-            conditions.append(
-                or_(
-                    Contact.name.ilike(pattern, escape="\\"),
-                    Contact.phone_number.like(pattern, escape="\\"),
-                )
-            )
-        return conditions
+            filters.append(Filter("search", _matches_search, {"pattern": _like_pattern(search)}))
+        return filters
 
-    def _has_tag(self, tag: str) -> ColumnElement[bool]:
-        if self.dialect_name == "postgresql":
-            return type_coerce(Contact.tags, JSONB).contains([tag])
-        # SQLite: the tags JSON array, opened with json_each.
-        tags: Any = func.json_each(Contact.tags).table_valued("value")
-        return exists(select(1).select_from(tags).where(tags.c.value == tag))
+
+def _has_tag_postgresql() -> ColumnElement[bool]:
+    # jsonb containment (@>) of a one-element array.
+    return type_coerce(Contact.tags, JSONB).contains(bindparam("tag_list", type_=JSONB()))
+
+
+def _has_tag_sqlite() -> ColumnElement[bool]:
+    # The tags JSON array, opened with json_each.
+    tags: Any = func.json_each(Contact.tags).table_valued("value")
+    return exists(select(1).select_from(tags).where(tags.c.value == bindparam("tag")))
+
+
+def _matches_search() -> ColumnElement[bool]:
+    pattern = bindparam("pattern", type_=String())
+    return or_(
+        Contact.name.ilike(pattern, escape="\\"),
+        Contact.phone_number.like(pattern, escape="\\"),
+    )

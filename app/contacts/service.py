@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
@@ -32,7 +31,7 @@ async def create_contact(session: AsyncSession, subject: Subject, data: ContactC
     return contact
 
 
-async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Row[Any]:
+async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Any:
     row = await ContactRepository(session, subject.organization_id).get_row(contact_id)
     if row is None:
         raise NotFound(CONTACT)
@@ -46,7 +45,7 @@ async def list_contacts(
     *,
     tag: str | None = None,
     search: str | None = None,
-) -> CursorPage[Row[Any]]:
+) -> CursorPage[Any]:
     repository = ContactRepository(session, subject.organization_id)
     return await repository.cursor_page(params, *repository.filters(tag=tag, search=search))
 

@@ -40,6 +40,12 @@ class UTCDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        # asyncpg already decodes timestamptz as aware UTC datetimes: nothing to do per value.
+        if dialect.driver == "asyncpg":
+            return None
+        return super().result_processor(dialect, coltype)
+
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None

@@ -65,8 +65,7 @@ class GraphQLEndpoint:
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
         touch_key_id = None
-        async with resources.sessionmaker() as session:
-            await resources.begin(session, writes=False)
+        async with resources.session(writes=False) as session:
             subject = None
             if authorization is not None:
                 try:

@@ -1,24 +1,40 @@
 """Organization-scoped data access shared by every domain repository.
 
 Every statement a domain issues goes through `scoped()`, so no query can forget the tenant.
+Reads on the hot paths (get by id, cursor pages, counts) are prepared once per statement shape
+(`app/db/prepared.py`): a shape is the repository, the variant and the names of the filters
+applied; the values (organization, cursor, filter arguments) are bound at execution.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import ColumnElement, ScalarSelect, Select, func, select, tuple_
-from sqlalchemy.engine import Row
+from sqlalchemy import ColumnElement, Integer, ScalarSelect, Select, bindparam, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.base import UTCDateTime
 from app.db.counters import ResourceCounter
+from app.db.prepared import PreparedRead, prepared
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 ModelT = TypeVar("ModelT")
 TOTAL_LABEL = "total_count_"
+ORG = "org_id"
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """One condition of a list query: `build` makes it with bindparam placeholders (run once
+    per statement shape), `params` carries this request's values for them."""
+
+    name: str
+    build: Callable[[], ColumnElement[bool]]
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 class OrgScopedRepository(Generic[ModelT]):
@@ -55,78 +71,122 @@ class OrgScopedRepository(Generic[ModelT]):
         )
         return result.scalar_one_or_none()  # type: ignore[no-any-return]
 
-    async def get_row(self, object_id: str) -> Row[Any] | None:
+    def _prepared(self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]) -> PreparedRead:
+        return prepared((type(self), self.dialect_name, *shape), build)
+
+    def _org_bound(self) -> ColumnElement[bool]:
+        return self.model.organization_id == bindparam(ORG)  # type: ignore[no-any-return]
+
+    def _bound(self, params: Mapping[str, Any] = {}) -> dict[str, Any]:
+        return {ORG: self.organization_id, **params}
+
+    async def get_row(self, object_id: str) -> Any | None:
+        """The row (list_columns, attribute access) by id, only in this organization."""
         canonical = normalize_id(object_id)
         if canonical is None:
             return None
-        result = await self.session.execute(
-            self.scoped(select(*self.list_columns).where(self.model.id == canonical))
+        read = self._prepared(
+            ("get_row",),
+            lambda: select(*self.list_columns).where(
+                self._org_bound(), self.model.id == bindparam("object_id")
+            ),
         )
-        row: Row[Any] | None = result.one_or_none()
-        return row
+        return await read.first(self.session, self._bound({"object_id": canonical}))
 
-    def _total(self, conditions: tuple[ColumnElement[bool], ...]) -> ScalarSelect[Any]:
+    def _total(self, filters: Sequence[Filter]) -> ScalarSelect[Any]:
         """Matching rows: the trigger-kept counter when unfiltered, else a count(*)."""
-        if not conditions and self.counted:
+        if not filters and self.counted:
             counter = select(ResourceCounter.count).where(
-                ResourceCounter.organization_id == self.organization_id,
+                ResourceCounter.organization_id == bindparam(ORG),
                 ResourceCounter.resource == self.model.__tablename__,
             )
             return select(func.coalesce(counter.scalar_subquery(), 0)).scalar_subquery()
         return (
-            self.scoped(select(func.count()).select_from(self.model))
-            .where(*conditions)
+            select(func.count())
+            .select_from(self.model)
+            .where(self._org_bound(), *(f.build() for f in filters))
             .scalar_subquery()
         )
 
-    async def count(self, *conditions: ColumnElement[bool]) -> int:
-        return int((await self.session.execute(select(self._total(conditions)))).scalar_one())
+    @staticmethod
+    def _filter_params(filters: Sequence[Filter]) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        for item in filters:
+            params.update(item.params)
+        return params
+
+    async def count(self, *filters: Filter) -> int:
+        read = self._prepared(
+            ("count", *(f.name for f in filters)),
+            lambda: select(self._total(filters).label("count")),
+        )
+        row = await read.first(self.session, self._bound(self._filter_params(filters)))
+        return int(row[0]) if row is not None else 0
 
     async def _anchor(self, object_id: str, parameter: str) -> tuple[Any, str]:
         canonical = normalize_id(object_id)
         row = None
         if canonical is not None:
-            result = await self.session.execute(
-                self.scoped(
-                    select(self.model.created_at, self.model.id).where(self.model.id == canonical)
-                )
+            read = self._prepared(
+                ("anchor",),
+                lambda: select(self.model.created_at, self.model.id).where(
+                    self._org_bound(), self.model.id == bindparam("object_id")
+                ),
             )
-            row = result.one_or_none()
+            row = await read.first(self.session, self._bound({"object_id": canonical}))
         if row is None:
             raise InvalidInput(f"{parameter}: no such object: '{object_id}'", field=parameter)
         return row[0], row[1]
 
-    async def cursor_page(
-        self, params: CursorParams, *conditions: ColumnElement[bool]
-    ) -> CursorPage[Row[Any]]:
-        """Newest first, ties broken by id, so every row appears exactly once across pages."""
-        key = tuple_(self.model.created_at, self.model.id)
+    def _page_statement(self, direction: str, filters: Sequence[Filter]) -> Select[Any]:
         # The total rides along as an uncorrelated subquery (computed once): one round trip.
-        total_column = self._total(conditions).label(TOTAL_LABEL)
-        statement = self.scoped(select(*self.list_columns, total_column)).where(*conditions)
-        newest_first = (self.model.created_at.desc(), self.model.id.desc())
-        oldest_first = (self.model.created_at.asc(), self.model.id.asc())
-        fetch = params.limit + 1
+        total_column = self._total(filters).label(TOTAL_LABEL)
+        statement = select(*self.list_columns, total_column).where(
+            self._org_bound(), *(f.build() for f in filters)
+        )
+        key = tuple_(self.model.created_at, self.model.id)
+        anchor = tuple_(bindparam("anchor_created_at", type_=UTCDateTime()), bindparam("anchor_id"))
+        if direction == "before":
+            statement = statement.where(key > anchor).order_by(
+                self.model.created_at.asc(), self.model.id.asc()
+            )
+        else:
+            if direction == "after":
+                statement = statement.where(key < anchor)
+            statement = statement.order_by(self.model.created_at.desc(), self.model.id.desc())
+        return statement.limit(bindparam("fetch", type_=Integer()))
+
+    async def cursor_page(self, params: CursorParams, *filters: Filter) -> CursorPage[Any]:
+        """Newest first, ties broken by id, so every row appears exactly once across pages."""
+        bound = self._bound({**self._filter_params(filters), "fetch": params.limit + 1})
         if params.ending_before:
-            anchor = await self._anchor(params.ending_before, "ending_before")
-            statement = statement.where(key > anchor).order_by(*oldest_first).limit(fetch)
-            rows = list((await self.session.execute(statement)).all())
-            has_more = len(rows) > params.limit
+            direction = "before"
+            bound["anchor_created_at"], bound["anchor_id"] = await self._anchor(
+                params.ending_before, "ending_before"
+            )
+        elif params.starting_after:
+            direction = "after"
+            bound["anchor_created_at"], bound["anchor_id"] = await self._anchor(
+                params.starting_after, "starting_after"
+            )
+        else:
+            direction = "first"
+        read = self._prepared(
+            ("page", direction, *(f.name for f in filters)),
+            lambda: self._page_statement(direction, filters),
+        )
+        rows = await read.all(self.session, bound)
+        has_more = len(rows) > params.limit
+        if direction == "before":
             items = list(reversed(rows[: params.limit]))
             has_previous = True
         else:
-            if params.starting_after:
-                anchor = await self._anchor(params.starting_after, "starting_after")
-                statement = statement.where(key < anchor)
-            statement = statement.order_by(*newest_first).limit(fetch)
-            rows = list((await self.session.execute(statement)).all())
-            has_more = len(rows) > params.limit
             items = rows[: params.limit]
-            has_previous = params.starting_after is not None
+            has_previous = direction == "after"
         if rows:
-            total = int(rows[0]._mapping[TOTAL_LABEL])
-        elif params.starting_after or params.ending_before:
-            total = await self.count(*conditions)
+            total = int(getattr(rows[0], TOTAL_LABEL))
+        elif direction != "first":
+            total = await self.count(*filters)
         else:
             total = 0  # nothing matched at all
         return CursorPage(items, has_more, total, has_previous)

@@ -1,0 +1,194 @@
+"""The resources a real PostgreSQL deployment opens, exercised through the app.
+
+Most tests run inside one rolled-back transaction, which rules out what only a real
+deployment has: driver connections lent to read-only requests (app/db/prepared.py) and API
+key lookups cached per process with revocation by LISTEN/NOTIFY (app/auth/cache.py). Here the
+app owns its resources on a fresh, committed database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.auth.service import revoke_api_key
+from app.contacts.repository import ContactRepository
+from app.db.engine import create_engine, create_sessionmaker
+from app.kit.clock import utcnow
+from app.kit.pagination import CursorParams
+from app.main import create_app
+from app.resources import Resources
+from tests.conftest import Tenant, TenantFactory, fresh_database, make_settings
+
+
+@pytest.fixture(scope="module")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with fresh_database("postgresql", tmp_path_factory.mktemp("prod"), "sb_prod") as url:
+        yield url
+
+
+@pytest.fixture
+async def committed(pg_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    engine = create_engine(pg_url, pool_size=2)
+    yield create_sessionmaker(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
+async def app_client(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    app = create_app(make_settings(pg_url, tmp_path))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
+            yield client, app
+
+
+def _auth(tenant: Tenant) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tenant.api_key}"}
+
+
+async def _eventually(check: Any, seconds: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_the_deployment_lends_read_connections_and_caches_keys(
+    app_client: tuple[httpx.AsyncClient, Any],
+) -> None:
+    _client, app = app_client
+    resources: Resources = app.state.resources
+    assert resources.read_pool is not None
+    assert resources.credential_cache is not None
+    assert resources.credential_cache.enabled
+
+
+async def test_lent_reads_return_what_the_orm_returns(
+    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+) -> None:
+    client, app = app_client
+    tenant = await TenantFactory(committed).organization("Lent")
+    for index in range(7):
+        response = await client.post(
+            "/api/v1/contacts",
+            headers=_auth(tenant),
+            json={
+                "phone_number": f"+1415555{index:04d}",
+                "name": f"Person {index} 100%_off",
+                "tags": ["vip"] if index % 2 else ["new", "x"],
+                "custom_fields": {"n": index, "nested": {"ok": True}},
+            },
+        )
+        assert response.status_code == 200, response.text
+    resources: Resources = app.state.resources
+    assert resources.read_pool is not None
+    filters_cases: list[dict[str, Any]] = [
+        {"tag": None, "search": None},
+        {"tag": "vip", "search": None},
+        {"tag": None, "search": "100%_"},
+        {"tag": "x", "search": "Person"},
+    ]
+    for filter_args in filters_cases:
+        params = CursorParams(limit=3)
+        while True:
+            async with resources.session(writes=False) as lent_session:
+                repository = ContactRepository(lent_session, tenant.organization_id)
+                lent = await repository.cursor_page(params, *repository.filters(**filter_args))
+            async with committed() as plain_session:
+                repository = ContactRepository(plain_session, tenant.organization_id)
+                orm = await repository.cursor_page(params, *repository.filters(**filter_args))
+            assert [tuple(row) for row in lent.items] == [tuple(row) for row in orm.items]
+            assert (lent.has_more, lent.total_count) == (orm.has_more, orm.total_count)
+            assert all(row.created_at.utcoffset() == timedelta(0) for row in lent.items)
+            if not lent.has_more:
+                break
+            params = CursorParams(limit=3, starting_after=lent.items[-1].id)
+    listed = await client.get("/api/v1/contacts?tag=vip&limit=100", headers=_auth(tenant))
+    assert listed.json()["total_count"] == 3
+    assert {item["tags"][0] for item in listed.json()["data"]} == {"vip"}
+    found = await client.get(
+        f"/api/v1/contacts/{listed.json()['data'][0]['id']}", headers=_auth(tenant)
+    )
+    assert found.json()["custom_fields"]["nested"] == {"ok": True}
+
+
+async def test_revoking_a_cached_key_takes_effect_at_once(
+    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+) -> None:
+    client, _app = app_client
+    tenant = await TenantFactory(committed).organization("Revoked")
+    for _ in range(3):  # the second and third requests are answered from the cache
+        assert (await client.get("/api/v1/contacts", headers=_auth(tenant))).status_code == 200
+    async with committed() as session:
+        await revoke_api_key(session, None, tenant.key_id)
+        await session.commit()
+
+    async def refused() -> bool:
+        response = await client.get("/api/v1/contacts", headers=_auth(tenant))
+        return response.status_code == 401
+
+    await _eventually(refused, seconds=1.0)
+    body = (await client.get("/api/v1/contacts", headers=_auth(tenant))).json()
+    assert body["detail"] == "This API key has been revoked"
+    graphql = await client.post(
+        "/graphql", headers=_auth(tenant), json={"query": "{ contacts { totalCount } }"}
+    )
+    assert graphql.status_code == 401
+
+
+async def test_without_the_listener_the_cache_is_bypassed(
+    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+) -> None:
+    client, app = app_client
+    resources: Resources = app.state.resources
+    cache = resources.credential_cache
+    assert cache is not None
+    tenant = await TenantFactory(committed).organization("Listener")
+    assert (await client.get("/api/v1/contacts", headers=_auth(tenant))).status_code == 200
+    async with committed() as session:
+        # Cut the listening connection: notifications sent now would be lost.
+        await session.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query ILIKE 'LISTEN%' AND datname = current_database()"
+            )
+        )
+
+    async def disabled() -> bool:
+        return not cache.enabled
+
+    await _eventually(disabled)
+    async with committed() as session:
+        await revoke_api_key(session, None, tenant.key_id)
+        await session.commit()
+    # No notification can arrive, yet the revoked key is refused: lookups go to the database.
+    response = await client.get("/api/v1/contacts", headers=_auth(tenant))
+    assert response.status_code == 401
+
+    async def reconnected() -> bool:
+        return cache.enabled
+
+    await _eventually(reconnected)
+
+
+async def test_a_cached_key_still_expires(
+    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+) -> None:
+    client, _app = app_client
+    factory = TenantFactory(committed)
+    tenant = await factory.organization("Expiring")
+    short = await factory.key(tenant, ["full_access"], expires_at=utcnow() + timedelta(seconds=1.5))
+    assert (await client.get("/api/v1/contacts", headers=_auth(short))).status_code == 200
+    await asyncio.sleep(1.6)
+    response = await client.get("/api/v1/contacts", headers=_auth(short))
+    assert response.status_code == 401
+    assert response.json()["detail"] == "This API key has expired"
