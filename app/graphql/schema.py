@@ -25,6 +25,7 @@ from strawberry.tools import merge_types
 
 from app.graphql.auth import AuthMutation, AuthQuery
 from app.graphql.contacts import ContactMutation, ContactQuery
+from app.graphql.execution import FastExecutionContext
 from app.kit.clock import isoformat
 
 MAX_DEPTH = 10
@@ -94,6 +95,8 @@ def build_schema() -> strawberry.Schema:
         query=Query,
         mutation=Mutation,
         config=StrawberryConfig(scalar_map={datetime: DATETIME_UTC}),
+        # Objects whose selected fields are all plain attributes skip per-field resolvers.
+        execution_context_class=FastExecutionContext,
         extensions=[
             lambda: MaskErrors(
                 should_mask_error=_should_mask, error_message="Internal server error"
