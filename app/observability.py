@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import sys
 import time
-import uuid
 from typing import Any
 
 import structlog
@@ -98,7 +98,7 @@ class ObservabilityMiddleware:
                 if _VALID_REQUEST_ID.match(candidate):
                     request_id = candidate
                 break
-        request_id = request_id or uuid.uuid4().hex
+        request_id = request_id or secrets.token_hex(16)
         scope.setdefault("state", {})["request_id"] = request_id
         structlog.contextvars.bind_contextvars(request_id=request_id)
         status = 500
@@ -108,9 +108,14 @@ class ObservabilityMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = list(message.get("headers", ()))
-                headers.append((b"x-request-id", request_id.encode()))
-                message = {**message, "headers": headers}
+                headers = message.get("headers")
+                if isinstance(headers, list):  # Starlette responses: a fresh list per response
+                    headers.append((b"x-request-id", request_id.encode()))
+                else:
+                    message = {
+                        **message,
+                        "headers": [*(headers or ()), (b"x-request-id", request_id.encode())],
+                    }
             await send(message)
 
         try:

@@ -173,15 +173,4 @@ def _replayed(stored: idempotency.StoredResponse) -> Response:
     return response
 
 
-def endpoint_for(operations: list[Operation]) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint of one path: dispatches on the method to its operation."""
-    by_method = {operation.method: operation for operation in operations}
-
-    async def endpoint(request: Request) -> Response:
-        method = "GET" if request.method == "HEAD" else request.method
-        return await run_operation(by_method[method], request)
-
-    return endpoint
-
-
-__all__ = ["ErrorStyle", "Operation", "RequestContext", "endpoint_for", "json_response"]
+__all__ = ["ErrorStyle", "Operation", "RequestContext", "json_response", "run_operation"]

@@ -12,7 +12,7 @@ which then produces the usual errors and paths (reading its attributes once more
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -26,11 +26,12 @@ from graphql import (
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLResolveInfo,
     GraphQLSchema,
     get_nullable_type,
     is_leaf_type,
 )
-from graphql.execution.collect_fields import GroupedFieldSet
+from graphql.execution.collect_fields import FieldDetailsList, GroupedFieldSet
 from graphql.pyutils import AwaitableOrValue, Path, Undefined
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
@@ -224,6 +225,37 @@ class FastExecutionContext(StrawberryGraphQLCoreExecutionContext):
                     pass
         return super().execute_fields(
             parent_type, source_value, path, grouped_field_set, position_context
+        )
+
+    def complete_iterable_value(
+        self,
+        item_type: GraphQLOutputType,
+        field_details_list: FieldDetailsList,
+        info: GraphQLResolveInfo[Any],
+        path: Path,
+        items: Iterable[Any],
+        position_context: Any,
+    ) -> AwaitableOrValue[list[Any]]:
+        # A list of plain objects (e.g. a page of nodes) is built in one comprehension,
+        # skipping graphql-core's per-item completion chain.
+        if self._fast_path and type(items) in _LIST_TYPES:
+            object_type = get_nullable_type(item_type)
+            if isinstance(object_type, GraphQLObjectType) and object_type.is_type_of is None:
+                grouped_field_set, new_defer_usages, _ = self.collect_subfields(
+                    object_type, field_details_list
+                )
+                plan = None if new_defer_usages else self._plan(object_type, grouped_field_set)
+                if plan is not None:
+                    is_awaitable = self.is_awaitable
+                    try:
+                        return [
+                            {key: complete(get(item), is_awaitable) for key, get, complete in plan}
+                            for item in items
+                        ]
+                    except Exception:  # noqa: S110
+                        pass  # graphql-core redoes the list, with its errors and paths
+        return super().complete_iterable_value(
+            item_type, field_details_list, info, path, items, position_context
         )
 
     def _plan(
