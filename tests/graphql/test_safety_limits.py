@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from app.graphql.schema import MAX_ALIASES, MAX_TOKENS
 from tests.conftest import Tenant, graphql
@@ -37,3 +38,46 @@ async def test_deep_introspection_is_refused(client: httpx.AsyncClient, acme: Te
     body = await graphql(client, f"{{ __schema {{ types {{ {nested} }} }} }}", headers=acme.headers)
     assert body.get("data") is None
     assert "introspection" in body["errors"][0]["message"].lower()
+
+
+async def test_unexpected_errors_are_masked_and_logged(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("password=hunter2 in a stack trace")
+
+    monkeypatch.setattr("app.contacts.service.list_contacts", broken)
+    response = await client.post(
+        "/graphql", json={"query": "{ contacts { totalCount } }"}, headers=acme.headers
+    )
+    assert "hunter2" not in response.text
+    errors = response.json()["errors"]
+    assert errors == [
+        {
+            "message": "Internal server error",
+            "locations": [{"line": 1, "column": 3}],
+            "path": ["contacts"],
+        }
+    ]
+    assert "unexpected graphql error" in capsys.readouterr().out
+
+
+async def test_a_syntax_error_is_reported_and_never_cached(
+    client: httpx.AsyncClient, acme: Tenant
+) -> None:
+    for _ in range(2):
+        body = await graphql(client, "{ viewer { livemode }", headers=acme.headers)
+        assert body.get("data") is None
+        assert "Syntax Error" in body["errors"][0]["message"]
+
+
+async def test_validation_errors_are_cached_with_the_document(
+    client: httpx.AsyncClient, acme: Tenant
+) -> None:
+    for _ in range(2):
+        body = await graphql(client, "{ viewer { noSuchField } }", headers=acme.headers)
+        assert body.get("data") is None
+        assert "noSuchField" in body["errors"][0]["message"]
