@@ -28,7 +28,7 @@ class Resources:
     # Reads outside an explicit transaction on PostgreSQL: no BEGIN/COMMIT round trips.
     # Off for tests, whose sessions live inside one rolled-back transaction.
     autocommit_reads: bool = False
-    # Driver connections lent to read-only requests on PostgreSQL (opened by `start`).
+    # Driver connections for prepared reads of read-only requests on PostgreSQL (`start`).
     read_pool: ReadPool | None = None
     # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
     credential_cache: CredentialCache | None = None
@@ -79,13 +79,13 @@ class Resources:
     async def session(self, *, writes: bool) -> AsyncIterator[AsyncSession]:
         """The session of one request (or job step), opened the way its work needs.
 
-        Read-only work on PostgreSQL gets a driver connection lent for prepared reads, and
-        never checks out an ORM connection unless it issues an ORM query.
+        Read-only work on PostgreSQL runs its prepared reads on the read pool, and never checks
+        out an ORM connection unless it issues an ORM query.
         """
         async with self.sessionmaker() as session:
             if not writes and self.read_pool is not None:
-                async with self.read_pool.lend(session):
-                    yield session
+                self.read_pool.attach(session)
+                yield session
             else:
                 await self.begin(session, writes=writes)
                 yield session

@@ -1,7 +1,7 @@
 """The resources a real PostgreSQL deployment opens, exercised through the app.
 
 Most tests run inside one rolled-back transaction, which rules out what only a real
-deployment has: driver connections lent to read-only requests (app/db/prepared.py) and API
+deployment has: prepared reads on a driver pool for read-only requests (app/db/prepared.py) and API
 key lookups cached per process with revocation by LISTEN/NOTIFY (app/auth/cache.py). Here the
 app owns its resources on a fresh, committed database.
 """
@@ -62,7 +62,7 @@ async def _eventually(check: Any, seconds: float = 5.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_the_deployment_lends_read_connections_and_caches_keys(
+async def test_the_deployment_has_a_read_pool_and_caches_keys(
     app_client: tuple[httpx.AsyncClient, Any],
 ) -> None:
     _client, app = app_client
@@ -72,7 +72,7 @@ async def test_the_deployment_lends_read_connections_and_caches_keys(
     assert resources.credential_cache.enabled
 
 
-async def test_lent_reads_return_what_the_orm_returns(
+async def test_pooled_reads_return_what_the_orm_returns(
     app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
 ) -> None:
     client, app = app_client
@@ -100,18 +100,18 @@ async def test_lent_reads_return_what_the_orm_returns(
     for filter_args in filters_cases:
         params = CursorParams(limit=3)
         while True:
-            async with resources.session(writes=False) as lent_session:
-                repository = ContactRepository(lent_session, tenant.organization_id)
-                lent = await repository.cursor_page(params, *repository.filters(**filter_args))
+            async with resources.session(writes=False) as pooled_session:
+                repository = ContactRepository(pooled_session, tenant.organization_id)
+                pooled = await repository.cursor_page(params, *repository.filters(**filter_args))
             async with committed() as plain_session:
                 repository = ContactRepository(plain_session, tenant.organization_id)
                 orm = await repository.cursor_page(params, *repository.filters(**filter_args))
-            assert [tuple(row) for row in lent.items] == [tuple(row) for row in orm.items]
-            assert (lent.has_more, lent.total_count) == (orm.has_more, orm.total_count)
-            assert all(row.created_at.utcoffset() == timedelta(0) for row in lent.items)
-            if not lent.has_more:
+            assert [tuple(row) for row in pooled.items] == [tuple(row) for row in orm.items]
+            assert (pooled.has_more, pooled.total_count) == (orm.has_more, orm.total_count)
+            assert all(row.created_at.utcoffset() == timedelta(0) for row in pooled.items)
+            if not pooled.has_more:
                 break
-            params = CursorParams(limit=3, starting_after=lent.items[-1].id)
+            params = CursorParams(limit=3, starting_after=pooled.items[-1].id)
     listed = await client.get("/api/v1/contacts?tag=vip&limit=100", headers=_auth(tenant))
     assert listed.json()["total_count"] == 3
     assert {item["tags"][0] for item in listed.json()["data"]} == {"vip"}

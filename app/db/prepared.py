@@ -11,8 +11,7 @@ Other dialects execute the cached statement through the session.
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from threading import Lock
 from typing import Any
@@ -95,17 +94,17 @@ class PreparedRead:
         )
 
     async def all(self, session: AsyncSession, params: dict[str, Any]) -> list[Any]:
-        lent: LentConnection | None = session.info.get(LENT_CONNECTION)
-        if lent is not None:
-            dialect, driver = lent.dialect, lent.driver
+        read_pool: ReadPool | None = session.info.get(READ_POOL)
+        if read_pool is not None:
+            compiled = self.compiled(read_pool.dialect)
+            records = await read_pool.fetch(compiled.sql, compiled.arguments(params))
         else:
             connection = await session.connection()
             if connection.dialect.driver != "asyncpg":
                 return list((await session.execute(self.statement, params)).all())
-            dialect = connection.dialect
-            driver = (await connection.get_raw_connection()).driver_connection
-        compiled = self.compiled(dialect)
-        records = await driver.fetch(compiled.sql, *compiled.arguments(params))
+            compiled = self.compiled(connection.dialect)
+            driver: Any = (await connection.get_raw_connection()).driver_connection
+            records = await driver.fetch(compiled.sql, *compiled.arguments(params))
         return [compiled.row(record) for record in records]
 
     async def first(self, session: AsyncSession, params: dict[str, Any]) -> Any | None:
@@ -113,14 +112,8 @@ class PreparedRead:
         return rows[0] if rows else None
 
 
-# Session.info key of a driver connection lent to a read-only request (see ReadPool).
-LENT_CONNECTION = "switchboard.lent_connection"
-
-
-@dataclass(frozen=True, slots=True)
-class LentConnection:
-    dialect: Dialect
-    driver: Any
+# Session.info key of the ReadPool a read-only request's prepared reads go to.
+READ_POOL = "switchboard.read_pool"
 
 
 class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
@@ -132,18 +125,20 @@ class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
 
 
 class ReadPool:
-    """Driver connections for read-only requests on PostgreSQL.
+    """Driver connections for the prepared reads of read-only requests on PostgreSQL.
 
     A read-only request (REST GET, GraphQL query) would otherwise pay for an ORM session's
     connection checkout, autobegin and commit (measured: ~45% of a 20-row list request).
-    Its session gets one of these connections lent (`lend`); PreparedRead uses it directly.
-    Anything else the request does through the session still checks out a normal connection.
-    Codecs match SQLAlchemy's asyncpg dialect, so rows are the same either way.
+    Its session carries this pool (`attach`); each prepared read holds a connection only for
+    its own round trip, so a slow client never pins one (holding one per request made
+    waiters starve under load: asyncio queues are not fair). Anything else the request does
+    through the session still checks out a normal ORM connection. Codecs decode values the
+    same way SQLAlchemy's asyncpg dialect does, so rows are the same either way.
     """
 
     def __init__(self, url: str, dialect: Dialect, size: int) -> None:
         self.dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
-        self._dialect = dialect
+        self.dialect = dialect
         self._size = size
         self._pool: Any = None
 
@@ -156,14 +151,12 @@ class ReadPool:
             init=_set_json_codecs,
         )
 
-    @asynccontextmanager
-    async def lend(self, session: AsyncSession) -> AsyncIterator[None]:
-        async with self._pool.acquire() as driver:
-            session.info[LENT_CONNECTION] = LentConnection(self._dialect, driver)
-            try:
-                yield
-            finally:
-                del session.info[LENT_CONNECTION]
+    def attach(self, session: AsyncSession) -> None:
+        session.info[READ_POOL] = self
+
+    async def fetch(self, sql: str, arguments: list[Any]) -> list[Any]:
+        records: list[Any] = await self._pool.fetch(sql, *arguments)
+        return records
 
     async def close(self) -> None:
         if self._pool is not None:
