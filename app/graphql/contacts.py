@@ -17,6 +17,7 @@ from app.graphql.errors import UserError, as_graphql_error, user_errors
 from app.graphql.inputs import provided
 from app.graphql.pagination import PageInfo, cursor_params, page_info
 from app.graphql.permissions import requires
+from app.graphql.planned import plannable
 from app.kit.errors import DomainError, NotFound
 from app.kit.validation import parse_model
 
@@ -89,6 +90,7 @@ def as_contact(value: Any) -> Contact:
 @strawberry.type
 class ContactQuery:
     @strawberry.field(extensions=requires(Scope.FULL_ACCESS))
+    @plannable
     async def contacts(
         self,
         info: Info[Context, None],
@@ -116,6 +118,7 @@ class ContactQuery:
         )
 
     @strawberry.field(extensions=requires(Scope.FULL_ACCESS))
+    @plannable
     async def contact(self, info: Info[Context, None], id: strawberry.ID) -> Contact | None:
         context = info.context
         try:

@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from decimal import Decimal
 from functools import lru_cache
+from inspect import isawaitable
 from operator import attrgetter
 from typing import Any
 
 from graphql import (
     GraphQLField,
+    GraphQLID,
     GraphQLLeafType,
     GraphQLList,
     GraphQLNonNull,
@@ -28,6 +30,7 @@ from graphql import (
     GraphQLOutputType,
     GraphQLResolveInfo,
     GraphQLSchema,
+    GraphQLString,
     get_nullable_type,
     is_leaf_type,
 )
@@ -72,12 +75,16 @@ def _leaf_completer(
 ) -> Callable[[Any, Callable[[Any], bool]], Any]:
     """Mirrors complete_value for a (non-null) leaf: None stays None, else coerced."""
     coerce = leaf.coerce_output_value
+    # String and ID output a str unchanged (graphql-core's serializers return it as is).
+    passes_str = leaf is GraphQLString or leaf is GraphQLID
 
     def complete(value: Any, is_awaitable: Callable[[Any], bool]) -> Any:
         if value is None or value is Undefined:
             if non_null:
                 raise _Fallback
             return None
+        if passes_str and type(value) is str:
+            return value
         if type(value) not in _SIMPLE_TYPES and (
             is_awaitable(value) or isinstance(value, Exception)
         ):
@@ -141,6 +148,17 @@ def _getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:
     if default_resolver is getattr:
         return attrgetter(name)
     return lambda source: default_resolver(source, name)
+
+
+def plain_getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:
+    """How a plain field's value is read, or None when the field is not plain."""
+    return _getter(field_def)
+
+
+def leaf_value_completer(leaf: GraphQLLeafType) -> Callable[[Any], Any]:
+    """A nullable leaf's output value, as complete_value makes it; raises on anything odd."""
+    complete = _leaf_completer(leaf, non_null=False)
+    return lambda value: complete(value, isawaitable)
 
 
 def _return_none(_source: Any) -> None:

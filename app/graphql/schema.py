@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 
@@ -20,6 +20,7 @@ from strawberry.tools import merge_types
 from app.graphql.auth import AuthMutation, AuthQuery
 from app.graphql.contacts import ContactMutation, ContactQuery
 from app.graphql.execution import FastExecutionContext
+from app.graphql.planned import OperationPlan, compile_plan
 from app.kit.clock import isoformat
 
 MAX_DEPTH = 10
@@ -40,6 +41,8 @@ def _is_expected(error: GraphQLError) -> bool:
 class _PreparedOperation:
     document: DocumentNode
     errors: list[GraphQLError]
+    # Compiled plans by operation name (None: not plannable), filled on first use.
+    plans: dict[str | None, OperationPlan | None] = field(default_factory=dict)
 
 
 class OperationCache:
@@ -66,6 +69,20 @@ class OperationCache:
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return prepared
+
+    def plan(
+        self, schema: strawberry.Schema, query: str, operation_name: str | None
+    ) -> OperationPlan | None:
+        """The compiled plan of a valid, plannable operation (app/graphql/planned.py)."""
+        try:
+            prepared = self.prepare(schema._schema, query)
+        except GraphQLError:
+            return None
+        if prepared.errors:
+            return None
+        if operation_name not in prepared.plans:
+            prepared.plans[operation_name] = compile_plan(schema, prepared.document, operation_name)
+        return prepared.plans[operation_name]
 
 
 class OperationPipeline(SchemaExtension):
@@ -145,9 +162,12 @@ DATETIME_UTC = strawberry.scalar(
 )
 
 
+OPERATION_CACHE = OperationCache()
+
+
 @lru_cache(maxsize=1)
 def build_schema() -> strawberry.Schema:
-    operation_cache = OperationCache()
+    operation_cache = OPERATION_CACHE
     return strawberry.Schema(
         query=Query,
         mutation=Mutation,

@@ -13,4 +13,6 @@ def isoformat(value: datetime | None) -> str | None:
     """ISO 8601 in UTC with a `Z` suffix, the format every response uses."""
     if value is None:
         return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if value.tzinfo is not UTC:
+        value = value.astimezone(UTC)
+    return value.isoformat().replace("+00:00", "Z")

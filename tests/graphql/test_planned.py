@@ -1,0 +1,143 @@
+"""Compiled plans (app/graphql/planned.py) answer exactly what Strawberry answers.
+
+Every query below is sent twice through /graphql: once as served (plans on) and once with
+planning switched off. The HTTP status and the JSON body must be identical, and the plan must
+have answered precisely the queries it is meant to (the rest fall back to Strawberry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from app.graphql import planned, view
+from app.graphql.schema import OPERATION_CACHE
+from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
+
+FIELDS = "id organizationId phoneNumber name tags notes customFields createdAt updatedAt"
+CREATE = """mutation($input: ContactCreateInput!) {
+  createContact(input: $input) { contact { id } errors { code } }
+}"""
+MISSING_ID = "00000000-0000-4000-8000-000000000000"
+
+# (query, variables, answered by the plan?)
+CASES: list[tuple[str, dict[str, Any] | None, bool]] = [
+    (f"{{ contacts(first: 20) {{ nodes {{ {FIELDS} }} totalCount }} }}", None, True),
+    (
+        "query Page($n: Int, $after: String) { contacts(first: $n, after: $after) {"
+        " pageInfo { hasNextPage hasPreviousPage startCursor endCursor }"
+        " nodes { __typename key: id name } } __typename }",
+        {"n": 2},
+        True,
+    ),
+    (
+        'fragment C on Contact { id tags } query { contacts(tag: "vip") {'
+        " nodes { ...C ... on Contact { phoneNumber } } } }",
+        None,
+        True,
+    ),
+    (
+        '{ a: contacts(first: 1) { totalCount } b: contacts(search: "Gr") { totalCount } }',
+        None,
+        True,
+    ),
+    (f'{{ contact(id: "{MISSING_ID}") {{ id }} }}', None, True),  # null: no such contact
+    ("query One($id: ID!) { contact(id: $id) { name customFields } }", {"id": "KNOWN"}, True),
+    ("{ contacts { edges { cursor node { id } } } }", None, False),  # a resolver field
+    ("{ contacts(first: 0) { totalCount } }", None, False),  # the resolver raises
+    ('{ contacts(after: "nope") { totalCount } }', None, False),
+    ("query($n: Int) { contacts(first: $n) { totalCount } }", {"n": "x"}, False),
+    ("{ contacts @include(if: true) { totalCount } }", None, False),  # a directive
+    ("{ contacts { nodes { id } } viewer { livemode } }", None, False),  # not plannable root
+    ("{ contacts { totalCount nodes { nope } } }", None, False),  # invalid
+    ("{ contacts { totalCount", None, False),  # syntax error
+]
+
+
+@pytest.fixture
+async def seeded(client: httpx.AsyncClient, acme: Tenant) -> str:
+    first_id = ""
+    for phone, name, tags in [
+        ("+14155550100", "Ada", ["vip"]),
+        ("+442071838750", "Grace", []),
+        ("+14155550101", "Alan", ["vip", "x"]),
+    ]:
+        body = await graphql(
+            client,
+            CREATE,
+            {
+                "input": {
+                    "phoneNumber": phone,
+                    "name": name,
+                    "tags": tags,
+                    "customFields": {"n": {"deep": [1, 2]}},
+                }
+            },
+            acme.headers,
+        )
+        first_id = first_id or body["data"]["createContact"]["contact"]["id"]
+    return first_id
+
+
+async def _post(
+    client: httpx.AsyncClient, tenant: Tenant, query: str, variables: dict[str, Any] | None
+) -> tuple[int, Any]:
+    response = await client.post(
+        GRAPHQL, json={"query": query, "variables": variables}, headers=tenant.headers
+    )
+    return response.status_code, response.json()
+
+
+@pytest.mark.parametrize(("query", "variables", "planned_path"), CASES)
+async def test_plans_answer_what_strawberry_answers(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    seeded: str,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+    variables: dict[str, Any] | None,
+    planned_path: bool,
+) -> None:
+    if variables and variables.get("id") == "KNOWN":
+        variables = {"id": seeded}
+    answered = []
+    original_run = planned.run_plan
+
+    async def spy(*args: Any) -> Any:
+        result = await original_run(*args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(view, "run_plan", spy)
+    with_plans = await _post(client, acme, query, variables)
+    assert any(answered) is planned_path, with_plans
+
+    monkeypatch.setattr(OPERATION_CACHE, "plan", lambda *_args: None)
+    without_plans = await _post(client, acme, query, variables)
+    assert with_plans == without_plans
+
+
+async def test_a_plan_still_checks_scopes_and_tenants(
+    client: httpx.AsyncClient, acme: Tenant, seeded: str, tenants: TenantFactory
+) -> None:
+    query = "query One($id: ID!) { contact(id: $id) { id } }"
+    reader = await tenants.key(acme, ["calls:read"])
+    status, body = await _post(client, reader, query, {"id": seeded})
+    assert status == 200
+    assert body["data"] == {"contact": None}
+    assert body["errors"][0]["extensions"]["code"] == "insufficient_scope"
+    globex = await tenants.organization("Globex")
+    status, body = await _post(client, globex, query, {"id": seeded})
+    assert body == {"data": {"contact": None}}
+    _, listed = await _post(client, globex, "{ contacts { totalCount } }", None)
+    assert listed == {"data": {"contacts": {"totalCount": 0}}}
+
+
+async def test_without_credentials_the_general_path_answers(
+    client: httpx.AsyncClient, seeded: str
+) -> None:
+    response = await client.post(GRAPHQL, json={"query": "{ contacts { totalCount } }"})
+    assert response.status_code == 200
+    assert response.json()["errors"][0]["extensions"]["code"] == "unauthenticated"
