@@ -1,0 +1,1 @@
+"""Webhook subscriptions: event names, URL safety (SSRF guard) and delivery signatures."""
