@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from graphql import (
@@ -263,7 +264,11 @@ def _completer(
     if is_leaf_type(type_):
         if selection_set is not None:
             return None
-        return leaf_value_completer(type_)
+        generic = leaf_value_completer(type_)
+        # The schema's DateTime scalar serializes with app.kit.clock.isoformat.
+        if not (isinstance(type_, GraphQLScalarType) and type_.name == "DateTime"):
+            return generic
+        return _datetime_completer(generic)
     if isinstance(type_, GraphQLList):
         item = _completer(type_.of_type, selection_set, fragments)
         return None if item is None else _list(item)
@@ -306,6 +311,17 @@ def _object(
         return {key: complete(get(value)) for key, get, complete in entries}
 
     return complete_object
+
+
+def _datetime_completer(generic: Completer) -> Completer:
+    # UTC datetimes stay objects: the response encoder (orjson, OPT_UTC_Z) writes exactly what
+    # the DateTime scalar's isoformat would, at a fraction of the cost.
+    def complete(value: Any) -> Any:
+        if type(value) is datetime and value.tzinfo is UTC:
+            return value
+        return generic(value)
+
+    return complete
 
 
 def _non_null(inner: Completer) -> Completer:

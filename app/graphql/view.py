@@ -21,6 +21,7 @@ from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
 from app.graphql.schema import OPERATION_CACHE, build_schema
 from app.kit.errors import DomainError
+from app.kit.jsonutil import dumps
 from app.resources import Resources
 from rest_compat.errors import ErrorStyle, error_response, internal_error_response
 
@@ -139,7 +140,8 @@ class GraphQLEndpoint:
         data = await run_plan(plan, context, variables)
         if data is None:
             return None
-        return Response(orjson.dumps({"data": data}), media_type="application/json")
+        # jsonutil.dumps writes the UTC datetimes plans leave as objects (app/graphql/planned.py).
+        return Response(dumps({"data": data}), media_type="application/json")
 
 
 async def _read_body(receive: Receive) -> bytes:

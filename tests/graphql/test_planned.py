@@ -7,6 +7,7 @@ have answered precisely the queries it is meant to (the rest fall back to Strawb
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -14,6 +15,8 @@ import pytest
 
 from app.graphql import planned, view
 from app.graphql.schema import OPERATION_CACHE
+from app.kit.clock import isoformat
+from app.kit.jsonutil import dumps
 from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
 
 FIELDS = "id organizationId phoneNumber name tags notes customFields createdAt updatedAt"
@@ -141,3 +144,16 @@ async def test_without_credentials_the_general_path_answers(
     response = await client.post(GRAPHQL, json={"query": "{ contacts { totalCount } }"})
     assert response.status_code == 200
     assert response.json()["errors"][0]["extensions"]["code"] == "unauthenticated"
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 1, 1, 0, 0, 0, 5, tzinfo=UTC),
+        datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+)
+def test_the_encoder_writes_utc_datetimes_as_the_scalar_does(moment: datetime) -> None:
+    # Plans leave UTC datetimes to the response encoder instead of the DateTime scalar.
+    assert dumps(moment) == f'"{isoformat(moment)}"'.encode()
