@@ -26,6 +26,7 @@ import resource
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -899,11 +900,21 @@ def main(argv: list[str] | None = None) -> int:
             for target in targets:  # one at a time: the machine has 2 cores
                 runs[target.key].append(measure(target, by_name[target.server], args))
         for target in targets:
-            log(
-                f"{target.label}: req/s per round "
-                + ", ".join(f"{r.rps:.0f}" for r in runs[target.key])
-            )
+            per_round = ", ".join(f"{run.rps:.0f}" for run in runs[target.key])
+            log(f"{target.label}: req/s per round {per_round}")
             results.append(median_run(runs[target.key]))
+        # Targets of one round run back to back, so their ratio is the least disturbed by the
+        # machine's drift between rounds.
+        for name, numerator, denominator in RATIOS:
+            if numerator in runs and denominator in runs:
+                ratios = [
+                    a.rps / b.rps
+                    for a, b in zip(runs[numerator], runs[denominator], strict=True)
+                    if b.rps
+                ]
+                if ratios:
+                    listed = ", ".join(f"{ratio:.3f}" for ratio in ratios)
+                    log(f"{name}: per round {listed}; median {statistics.median(ratios):.3f}")
     return 0 if report(results, servers, args) else 1
 
 
