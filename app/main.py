@@ -37,7 +37,7 @@ async def readyz(request: Request) -> Response:
     resources: Resources = request.app.state.resources
     checks: dict[str, str] = {}
     try:
-        async with resources.sessionmaker() as session:
+        async with resources.session(writes=False) as session:
             await session.execute(text("SELECT 1"))
         checks["database"] = "ok"
     except Exception as exc:
@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
         try:
             if owns_resources:
                 await app.state.resources.start()
-            async with app.state.resources.sessionmaker() as session:
+            async with app.state.resources.session(writes=True) as session:
                 purged = await purge_expired(session)
                 await session.commit()
             if purged:

@@ -25,9 +25,9 @@ class Resources:
     dialect_name: str
     engine: AsyncEngine | None = None
     redis: Redis | None = None
-    # Reads outside an explicit transaction on PostgreSQL: no BEGIN/COMMIT round trips.
-    # Off for tests, whose sessions live inside one rolled-back transaction.
-    autocommit_reads: bool = False
+    # Sessions of read-only work. On PostgreSQL their ORM queries run in autocommit (no
+    # BEGIN/COMMIT round trips); tests, inside one rolled-back transaction, read as they write.
+    read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     # Driver connections for prepared reads of read-only requests on PostgreSQL (`start`).
     read_pool: ReadPool | None = None
     # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
@@ -43,11 +43,15 @@ class Resources:
         dialect_name: str | None = None,
     ) -> Resources:
         """Open what the settings name; tests pass their own transaction-bound sessionmaker."""
-        engine = None
+        engine = read_sessionmaker = None
         if sessionmaker is None:
             engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
             sessionmaker = create_sessionmaker(engine)
             dialect_name = engine.dialect.name
+            if dialect_name == "postgresql":
+                read_sessionmaker = create_sessionmaker(
+                    engine.execution_options(isolation_level="AUTOCOMMIT")
+                )
         redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
         read_pool = credential_cache = revocation_listener = None
         if engine is not None and engine.dialect.driver == "asyncpg":
@@ -62,7 +66,7 @@ class Resources:
             dialect_name=dialect_name or "sqlite",
             engine=engine,
             redis=redis,
-            autocommit_reads=engine is not None,
+            read_sessionmaker=read_sessionmaker,
             read_pool=read_pool,
             credential_cache=credential_cache,
             revocation_listener=revocation_listener,
@@ -79,28 +83,20 @@ class Resources:
     async def session(self, *, writes: bool) -> AsyncIterator[AsyncSession]:
         """The session of one request (or job step), opened the way its work needs.
 
-        Read-only work on PostgreSQL runs its prepared reads on the read pool, and never checks
-        out an ORM connection unless it issues an ORM query.
-        """
-        async with self.sessionmaker() as session:
-            if not writes and self.read_pool is not None:
-                self.read_pool.attach(session)
-                yield session
-            else:
-                await self.begin(session, writes=writes)
-                yield session
-
-    async def begin(self, session: AsyncSession, *, writes: bool) -> None:
-        """Open the session's connection the way this kind of request needs.
-
         SQLite writers take the write lock up front (BEGIN IMMEDIATE) so a read-then-write
-        transaction never fails to upgrade; PostgreSQL readers skip the transaction entirely.
+        transaction never fails to upgrade. Read-only work on PostgreSQL runs its prepared reads
+        on the read pool and never checks out an ORM connection unless it issues an ORM query.
         """
-        if self.dialect_name == "sqlite":
-            if writes:
-                await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
-        elif not writes and self.autocommit_reads:
-            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+        if writes:
+            async with self.sessionmaker() as session:
+                if self.dialect_name == "sqlite":
+                    await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+                yield session
+            return
+        async with (self.read_sessionmaker or self.sessionmaker)() as session:
+            if self.read_pool is not None:
+                self.read_pool.attach(session)
+            yield session
 
     async def aclose(self) -> None:
         await self.rate_limiter.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
 from rest_compat.endpoint import Operation, run_operation
@@ -113,4 +113,5 @@ class RestRoutes(BaseRoute):
         await response(scope, receive, send)
 
     def url_path_for(self, name: str, /, **path_params: Any) -> Any:
-        raise NotImplementedError("REST routes are not reversed by name")
+        # REST routes have no names; let Starlette's url_for look at the other routes.
+        raise NoMatchFound(name, path_params)

@@ -70,6 +70,11 @@ async def test_the_deployment_has_a_read_pool_and_caches_keys(
     assert resources.read_pool is not None
     assert resources.credential_cache is not None
     assert resources.credential_cache.enabled
+    async with resources.session(writes=False) as session:
+        # ORM queries of read-only work run in autocommit: each statement its own transaction.
+        first = (await session.execute(text("SELECT txid_current()"))).scalar_one()
+        second = (await session.execute(text("SELECT txid_current()"))).scalar_one()
+    assert first != second
 
 
 async def test_pooled_reads_return_what_the_orm_returns(

@@ -47,7 +47,7 @@ async def record_key_use(resources: Resources, key_id: str | None) -> None:
     if key_id is None:
         return
     try:
-        async with resources.sessionmaker() as session:
+        async with resources.session(writes=True) as session:
             await touch_api_key(session, key_id)
             await session.commit()
     except Exception:

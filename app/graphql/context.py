@@ -41,8 +41,7 @@ class Context:
         """
         async with self.lock:
             await self.session.commit()
-            async with self.resources.sessionmaker() as session:
-                await self.resources.begin(session, writes=True)
+            async with self.resources.session(writes=True) as session:
                 yield session
                 await session.commit()
 
