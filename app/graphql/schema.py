@@ -167,14 +167,13 @@ OPERATION_CACHE = OperationCache()
 
 @lru_cache(maxsize=1)
 def build_schema() -> strawberry.Schema:
-    operation_cache = OPERATION_CACHE
     return strawberry.Schema(
         query=Query,
         mutation=Mutation,
         config=StrawberryConfig(scalar_map={datetime: DATETIME_UTC}),
         # Objects whose selected fields are all plain attributes skip per-field resolvers.
         execution_context_class=FastExecutionContext,
-        extensions=[lambda: OperationPipeline(operation_cache)],
+        extensions=[lambda: OperationPipeline(OPERATION_CACHE)],
     )
 
 
