@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import random
 import re
-import secrets
 import sys
 import time
 from typing import Any
@@ -98,7 +98,8 @@ class ObservabilityMiddleware:
                 if _VALID_REQUEST_ID.match(candidate):
                     request_id = candidate
                 break
-        request_id = request_id or secrets.token_hex(16)
+        # Correlation ids need uniqueness, not secrecy: no urandom syscall per request.
+        request_id = request_id or f"{random.getrandbits(128):032x}"
         scope.setdefault("state", {})["request_id"] = request_id
         structlog.contextvars.bind_contextvars(request_id=request_id)
         status = 500

@@ -93,10 +93,17 @@ class Resources:
                     await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
                 yield session
             return
-        async with (self.read_sessionmaker or self.sessionmaker)() as session:
+        session = (self.read_sessionmaker or self.sessionmaker)()
+        try:
             if self.read_pool is not None:
                 self.read_pool.attach(session)
             yield session
+        finally:
+            # A read served wholly by the read pool never began a transaction nor loaded an
+            # object: closing it would only cost a greenlet round trip per request.
+            sync_session = session.sync_session
+            if sync_session.in_transaction() or len(sync_session.identity_map):
+                await session.close()
 
     async def aclose(self) -> None:
         await self.rate_limiter.close()

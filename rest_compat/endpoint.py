@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import structlog
 from pydantic import BaseModel
@@ -40,6 +40,9 @@ from rest_compat.errors import (
 logger = structlog.get_logger("switchboard.rest")
 ModelT = TypeVar("ModelT", bound=BaseModel)
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Query strings repeat (dashboards poll the same pages): each distinct one is validated once.
+_PARSED_QUERIES: dict[tuple[type[BaseModel], bytes], BaseModel] = {}
+_PARSED_QUERIES_MAX = 4096
 
 
 @dataclass(slots=True)
@@ -68,8 +71,15 @@ class RequestContext:
         return parse_model(model, data, "body")
 
     def query(self, model: type[ModelT]) -> ModelT:
-        """Query parameters as `model`, or a 422 validation array."""
-        return parse_model(model, dict(self.request.query_params), "query")
+        """Query parameters as `model` (a frozen model), or a 422 validation array."""
+        cache_key = (model, self.request.scope["query_string"])
+        parsed = _PARSED_QUERIES.get(cache_key)
+        if parsed is None:
+            parsed = parse_model(model, dict(self.request.query_params), "query")
+            if len(_PARSED_QUERIES) >= _PARSED_QUERIES_MAX:
+                _PARSED_QUERIES.clear()
+            _PARSED_QUERIES[cache_key] = parsed
+        return cast(ModelT, parsed)
 
 
 Handler = Callable[[RequestContext], Awaitable[Response]]

@@ -10,7 +10,8 @@ from app.kit.pagination import MAX_LIMIT, CursorParams
 class CursorQuery(BaseModel):
     """Envelope C inputs: `limit`, `starting_after`, `ending_before`."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Frozen: parsed query strings are shared between requests (see RequestContext.query).
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     limit: int = Field(default=20, ge=1, le=MAX_LIMIT)
     starting_after: str | None = Field(default=None, max_length=64)
