@@ -60,8 +60,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     settings.resolved_secret_key()  # generate var/secret.key once, before workers fork
     upgrade(settings.database_url)
+    # Without Redis the jobs run in the server's own process (the embedded mode).
+    embedded = not settings.redis_url and not args.no_worker
     uvicorn.run(
-        "app.main:create_app_from_env",
+        "workers.main:create_embedded_app" if embedded else "workers.main:create_api_app",
         factory=True,
         host=args.host,
         port=args.port,
@@ -163,6 +165,27 @@ def cmd_export_schema(_settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    """Dramatiq worker processes on Redis, each with `--threads` threads."""
+    if not settings.redis_url:
+        sys.stderr.write("error: switchboard worker needs REDIS_URL\n")
+        return 1
+    from dramatiq.cli import main as dramatiq_main
+    from dramatiq.cli import make_argument_parser
+
+    dramatiq_args = make_argument_parser().parse_args(  # type: ignore[no-untyped-call]
+        [
+            "workers.process",
+            "--processes",
+            str(args.processes),
+            "--threads",
+            str(args.threads),
+            "--skip-logging",
+        ]
+    )
+    return int(dramatiq_main(dramatiq_args) or 0)  # type: ignore[no-untyped-call]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-worker", action="store_true", help="do not run the in-process job worker"
     )
     serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser("worker", help="run job workers on REDIS_URL")
+    worker.add_argument("--processes", type=int, default=1)
+    worker.add_argument("--threads", type=int, default=4)
+    worker.set_defaults(handler=cmd_worker)
 
     commands.add_parser("migrate", help="apply database migrations").set_defaults(
         handler=cmd_migrate

@@ -99,6 +99,54 @@ class Settings(BaseSettings):
     var_dir: Path = Field(
         default=VAR_DIR, validation_alias=AliasChoices("SWITCHBOARD_VAR_DIR", "var_dir")
     )
+    # The job engine (app/kit/outbox.py, workers/). Seconds unless named otherwise.
+    outbox_sweep_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        validation_alias=AliasChoices("SWITCHBOARD_OUTBOX_SWEEP_SECONDS", "outbox_sweep_seconds"),
+    )
+    outbox_redispatch_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_OUTBOX_REDISPATCH_SECONDS", "outbox_redispatch_seconds"
+        ),
+    )
+    job_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        validation_alias=AliasChoices("SWITCHBOARD_JOB_LEASE_SECONDS", "job_lease_seconds"),
+    )
+    job_max_starts: int = Field(
+        default=5,
+        ge=1,
+        validation_alias=AliasChoices("SWITCHBOARD_JOB_MAX_STARTS", "job_max_starts"),
+    )
+    # Multiplies every webhook retry delay (1.0 = the Standard Webhooks schedule); tests shrink it.
+    webhook_retry_scale: float = Field(
+        default=1.0,
+        gt=0,
+        validation_alias=AliasChoices("SWITCHBOARD_WEBHOOK_RETRY_SCALE", "webhook_retry_scale"),
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "webhook_timeout_seconds"
+        ),
+    )
+    # Messages a worker process holds ahead: Dramatiq's default (2 per thread) leaves the Redis
+    # consumer idling between fetches.
+    worker_prefetch: int = Field(
+        default=64,
+        ge=1,
+        validation_alias=AliasChoices("SWITCHBOARD_WORKER_PREFETCH", "worker_prefetch"),
+    )
+    worker_threads: int = Field(
+        default=4,
+        ge=1,
+        validation_alias=AliasChoices("SWITCHBOARD_WORKER_THREADS", "worker_threads"),
+    )
 
     @field_validator("rate_limit_per_key", "rate_limit_per_org")
     @classmethod

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import structlog
 from sqlalchemy import text
@@ -60,8 +60,14 @@ async def http_error(_request: Request, exc: Exception) -> Response:
     return json_response({"detail": exc.detail}, exc.status_code, exc.headers)
 
 
-def create_app(settings: Settings | None = None, resources: Resources | None = None) -> Starlette:
-    """The ASGI app. Tests pass `resources` bound to their own transaction."""
+def create_app(
+    settings: Settings | None = None,
+    resources: Resources | None = None,
+    *,
+    background: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    """The ASGI app. Tests pass `resources` bound to their own transaction; `background`
+    runs alongside the server once it is ready (the embedded job worker)."""
     settings = settings or (resources.settings if resources else get_settings())
     owns_resources = resources is None
 
@@ -84,7 +90,11 @@ def create_app(settings: Settings | None = None, resources: Resources | None = N
                 # (visible as a p99 tail under load).
                 gc.collect()
                 gc.freeze()
-            yield
+            if background is None:
+                yield
+            else:
+                async with background():
+                    yield
         finally:
             if owns_resources:
                 await app.state.resources.aclose()

@@ -13,6 +13,7 @@ from app.auth.cache import CredentialCache, RevocationListener
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import ReadPool
+from app.events.stream import LOCAL_EVENT_STREAM, EventStream, RedisEventStream
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 
 
@@ -33,6 +34,8 @@ class Resources:
     # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
     credential_cache: CredentialCache | None = None
     revocation_listener: RevocationListener | None = None
+    # Live events for GraphQL subscriptions (app/events/stream.py).
+    event_stream: EventStream = LOCAL_EVENT_STREAM
 
     @classmethod
     def from_settings(
@@ -41,8 +44,12 @@ class Resources:
         *,
         sessionmaker: async_sessionmaker[AsyncSession] | None = None,
         dialect_name: str | None = None,
+        serves_api: bool = True,
     ) -> Resources:
-        """Open what the settings name; tests pass their own transaction-bound sessionmaker."""
+        """Open what the settings name; tests pass their own transaction-bound sessionmaker.
+
+        Workers (`serves_api=False`) need no read pool and no API key cache.
+        """
         engine = read_sessionmaker = None
         if sessionmaker is None:
             engine = create_engine(settings.database_url, pool_size=settings.db_pool_size)
@@ -54,7 +61,7 @@ class Resources:
                 )
         redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
         read_pool = credential_cache = revocation_listener = None
-        if engine is not None and engine.dialect.driver == "asyncpg":
+        if serves_api and engine is not None and engine.dialect.driver == "asyncpg":
             read_pool = ReadPool(settings.database_url, engine.dialect, settings.db_pool_size)
             credential_cache = CredentialCache()
             revocation_listener = RevocationListener(read_pool.dsn, credential_cache)
@@ -70,6 +77,7 @@ class Resources:
             read_pool=read_pool,
             credential_cache=credential_cache,
             revocation_listener=revocation_listener,
+            event_stream=RedisEventStream(redis) if redis is not None else LOCAL_EVENT_STREAM,
         )
 
     async def start(self) -> None:

@@ -12,13 +12,18 @@ from dataclasses import dataclass
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
-from dramatiq.middleware import AsyncIO
+from dramatiq.middleware import AsyncIO, CurrentMessage
+
+from app.config import Settings
+from app.kit import outbox
+from workers.jobs import declare_actors
+from workers.runtime import JobRuntime
 
 NAMESPACE = "switchboard"
 
 
 def build_broker(redis_url: str | None) -> dramatiq.Broker:
-    """A broker with AsyncIO middleware (actors may be `async def`)."""
+    """A bare broker with AsyncIO middleware (actors may be `async def`)."""
     broker: dramatiq.Broker
     if redis_url:
         broker = RedisBroker(url=redis_url, namespace=NAMESPACE)  # type: ignore[no-untyped-call]
@@ -26,14 +31,25 @@ def build_broker(redis_url: str | None) -> dramatiq.Broker:
         broker = StubBroker()
         broker.emit_after("process_boot")
     broker.add_middleware(AsyncIO())
+    broker.add_middleware(CurrentMessage())
     return broker
 
 
-def install_broker(redis_url: str | None) -> dramatiq.Broker:
-    """Build the broker and make it the global one that actors declared later bind to."""
-    broker = build_broker(redis_url)
+def build_job_engine(settings: Settings) -> tuple[dramatiq.Broker, JobRuntime]:
+    """The broker with the job runtime and every actor declared on it."""
+    broker = build_broker(settings.redis_url)
+    runtime = JobRuntime(settings)
+    broker.add_middleware(runtime)
+    declare_actors(broker, runtime)
+    return broker, runtime
+
+
+def install_job_engine(settings: Settings) -> tuple[dramatiq.Broker, JobRuntime]:
+    """Build the engine, make its broker the process's, and relay committed jobs to it."""
+    broker, runtime = build_job_engine(settings)
     dramatiq.set_broker(broker)
-    return broker
+    outbox.set_dispatcher(outbox.broker_dispatcher)
+    return broker, runtime
 
 
 @dataclass

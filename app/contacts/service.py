@@ -9,7 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.subject import Subject
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
-from app.contacts.schemas import ContactCreate, ContactUpdate
+from app.contacts.schemas import ContactCreate, ContactUpdate, contact_to_public
+from app.events.service import emit
 from app.kit.errors import NotFound
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
@@ -28,6 +29,7 @@ async def create_contact(session: AsyncSession, subject: Subject, data: ContactC
     )
     ContactRepository(session, subject.organization_id).add(contact)
     await session.flush()
+    await emit(session, subject, "lead.created", contact_to_public(contact))
     return contact
 
 
@@ -63,6 +65,8 @@ async def update_contact(
     for name, value in changes.items():
         setattr(contact, name, value)
     await session.flush()
+    if changes:  # an empty update changes nothing, so nothing happened
+        await emit(session, subject, "lead.updated", contact_to_public(contact))
     return contact
 
 

@@ -1,0 +1,64 @@
+"""`emit()`: the one way a domain records that something happened.
+
+The event row and the job that fans it out are written in the caller's transaction, so an
+event exists exactly when the change that caused it was committed. The event's `data` is the
+resource in its REST shape, frozen as JSON at that moment.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.events.models import Event
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.jsonutil import dumps, loads
+
+FAN_OUT_ACTOR = "events.fan_out"
+EVENTS_QUEUE = "events"
+
+
+class EventOwner(Protocol):
+    """Whose event it is: a Subject, or anything else that names an organization and mode."""
+
+    @property
+    def organization_id(self) -> str: ...
+
+    @property
+    def livemode(self) -> bool: ...
+
+
+def new_event_id() -> str:
+    return f"evt_{secrets.token_hex(16)}"
+
+
+async def emit(
+    session: AsyncSession, owner: EventOwner, event_type: str, data: dict[str, Any]
+) -> Event:
+    """Record `event_type` about `data` (the resource as REST returns it) in this transaction."""
+    event = Event(
+        id=new_event_id(),
+        organization_id=owner.organization_id,
+        type=event_type,
+        livemode=owner.livemode,
+        data=loads(dumps(data)),
+        created_at=utcnow(),
+    )
+    session.add(event)
+    outbox.schedule(session, FAN_OUT_ACTOR, event.id, queue=EVENTS_QUEUE)
+    return event
+
+
+def event_body(event: Any) -> dict[str, Any]:
+    """The JSON a webhook receives and a live subscription streams."""
+    return {
+        "id": event.id,
+        "type": event.type,
+        "created_at": event.created_at,
+        "organization_id": event.organization_id,
+        "livemode": event.livemode,
+        "data": event.data,
+    }

@@ -1,0 +1,88 @@
+"""Live events for GraphQL subscriptions: Redis pub/sub when configured, in-process otherwise.
+
+Workers publish each event once it is committed and fanned out; every API process relays the
+events of the subscriber's organization. Delivery is best effort (a subscriber that falls
+behind by `QUEUE_LIMIT` events loses the oldest ones); webhooks are the durable channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
+
+from app.kit.jsonutil import loads
+
+CHANNEL_PREFIX = "switchboard:events:"
+QUEUE_LIMIT = 1000
+
+
+class EventStream(Protocol):
+    async def publish(self, organization_id: str, body: bytes) -> None: ...
+
+    def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]: ...
+
+
+class LocalEventStream:
+    """One process: the embedded worker publishes from its own thread and event loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subscribers: dict[
+            str, set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[bytes]]]
+        ] = {}
+
+    async def publish(self, organization_id: str, body: bytes) -> None:
+        with self._lock:
+            targets = list(self._subscribers.get(organization_id, ()))
+        for loop, queue in targets:
+            loop.call_soon_threadsafe(_put_dropping_oldest, queue, body)
+
+    async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+        entry = (asyncio.get_running_loop(), asyncio.Queue[bytes](maxsize=QUEUE_LIMIT))
+        with self._lock:
+            self._subscribers.setdefault(organization_id, set()).add(entry)
+        try:
+            while True:
+                yield loads(await entry[1].get())
+        finally:
+            with self._lock:
+                subscribers = self._subscribers.get(organization_id)
+                if subscribers is not None:
+                    subscribers.discard(entry)
+                    if not subscribers:
+                        del self._subscribers[organization_id]
+
+
+def _put_dropping_oldest(queue: asyncio.Queue[bytes], body: bytes) -> None:
+    if queue.full():
+        queue.get_nowait()
+    queue.put_nowait(body)
+
+
+class RedisEventStream:
+    """Across processes and machines: one channel per organization."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+
+    async def publish(self, organization_id: str, body: bytes) -> None:
+        await self._redis.publish(CHANNEL_PREFIX + organization_id, body)
+
+    async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+        pubsub = self._redis.pubsub()
+        await pubsub.subscribe(CHANNEL_PREFIX + organization_id)
+        try:
+            async for message in pubsub.listen():
+                if message.get("type") == "message":
+                    yield loads(message["data"])
+        finally:
+            await pubsub.unsubscribe()
+            await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+
+# The embedded mode's stream: shared by the API and the in-process worker of one process.
+LOCAL_EVENT_STREAM = LocalEventStream()

@@ -1,0 +1,354 @@
+"""Webhook delivery: fan an event out to subscriptions, then deliver one (event, subscription).
+
+Both are jobs (app/kit/outbox.py), run by workers/. Every side effect is claimed in the
+database first, so a job that runs twice delivers nothing twice: fan-out skips subscriptions
+that already have a delivery of the event, and a delivery that succeeded or gave up is done.
+
+Retries follow the Standard Webhooks schedule (after the first attempt: 5 s, 5 min, 30 min,
+2 h, 5 h, 10 h, 14 h, 20 h, 24 h; ±10 % jitter; a longer `Retry-After` wins), multiplied by
+`webhook_retry_scale` (tests shrink it). 410 Gone disables the subscription; so does a run of
+failures lasting five days. Either way a `webhook.disabled` event records it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import structlog
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.events.models import Event
+from app.events.service import emit, event_body, new_event_id
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.errors import InvalidInput
+from app.kit.jsonutil import dumps
+from app.webhooks import ssrf
+from app.webhooks.events import WEBHOOK_DISABLED, WEBHOOK_TEST
+from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
+from app.webhooks.signing import sign_delivery
+
+logger = structlog.get_logger("switchboard.webhooks")
+
+DELIVER_ACTOR = "webhooks.deliver"
+WEBHOOKS_QUEUE = "webhooks"
+RETRY_DELAYS_SECONDS: tuple[int, ...] = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
+MAX_ATTEMPTS = len(RETRY_DELAYS_SECONDS) + 1
+DISABLE_AFTER_FAILING_FOR = timedelta(days=5)
+RESPONSE_BODY_LIMIT = 2048
+JITTER = 0.1
+PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
+GONE_REASON = "The endpoint answered 410 Gone"
+FAILING_REASON = "Every delivery failed for 5 days"
+
+
+def new_delivery_id() -> str:
+    return f"msg_{new_event_id()[4:]}"
+
+
+def subscription_to_public(subscription: Any) -> dict[str, Any]:
+    """The spec's WebhookSubscriptionResponse."""
+    return {
+        "id": subscription.id,
+        "organization_id": subscription.organization_id,
+        "url": subscription.url,
+        "secret": subscription.secret,
+        "events": list(subscription.events),
+        "is_active": subscription.is_active,
+        "created_at": subscription.created_at,
+        "updated_at": subscription.updated_at,
+    }
+
+
+def _new_delivery(event: Event, subscription: WebhookSubscription) -> WebhookDelivery:
+    return WebhookDelivery(
+        id=new_delivery_id(),
+        organization_id=event.organization_id,
+        subscription_id=subscription.id,
+        event_id=event.id,
+        event_type=event.type,
+        status=PENDING,
+        attempt_count=0,
+    )
+
+
+async def fan_out(session: AsyncSession, event: Event) -> int:
+    """One delivery (and its job) per active subscription of the event's organization that
+    names the event type. Returns how many were created by this run."""
+    subscriptions = (
+        await session.scalars(
+            select(WebhookSubscription).where(
+                WebhookSubscription.organization_id == event.organization_id,
+                WebhookSubscription.is_active.is_(True),
+            )
+        )
+    ).all()
+    already = set(
+        (
+            await session.scalars(
+                select(WebhookDelivery.subscription_id).where(WebhookDelivery.event_id == event.id)
+            )
+        ).all()
+    )
+    created = 0
+    for subscription in subscriptions:
+        if event.type not in subscription.events or subscription.id in already:
+            continue
+        delivery = _new_delivery(event, subscription)
+        session.add(delivery)
+        outbox.schedule(session, DELIVER_ACTOR, delivery.id, queue=WEBHOOKS_QUEUE)
+        created += 1
+    return created
+
+
+async def queue_test_event(
+    session: AsyncSession, subscription: WebhookSubscription, livemode: bool
+) -> WebhookDelivery:
+    """A `webhook.test` event delivered to this subscription only (never fanned out)."""
+    event = Event(
+        id=new_event_id(),
+        organization_id=subscription.organization_id,
+        type=WEBHOOK_TEST,
+        livemode=livemode,
+        data={"webhook_id": subscription.id, "message": "This is a test event from Switchboard"},
+        created_at=utcnow(),
+    )
+    session.add(event)
+    await session.flush()
+    delivery = _new_delivery(event, subscription)
+    session.add(delivery)
+    outbox.schedule(session, DELIVER_ACTOR, delivery.id, queue=WEBHOOKS_QUEUE)
+    return delivery
+
+
+# --- one attempt ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    status_code: int | None
+    duration_ms: int
+    error: str | None
+    response_body: str | None
+    retry_after: float | None
+
+    @property
+    def success(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryTarget:
+    """Everything one attempt needs, read before the network call (no transaction held)."""
+
+    delivery_id: str
+    attempt: int
+    url: str
+    secrets: list[str]
+    event_type: str
+    body: bytes
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - utcnow()).total_seconds())
+
+
+async def send_attempt(
+    client: httpx.AsyncClient,
+    target: DeliveryTarget,
+    *,
+    allow_private: bool,
+    timeout_seconds: float,
+    resolver: ssrf.Resolver = ssrf.system_resolver,
+) -> AttemptOutcome:
+    """POST the signed body once. The SSRF guard runs again here: DNS may have changed."""
+    started = time.perf_counter()
+
+    def elapsed_ms() -> int:
+        return int((time.perf_counter() - started) * 1000)
+
+    try:
+        targets = await ssrf.resolve_public_addresses(
+            target.url, allow_private=allow_private, resolver=resolver
+        )
+    except InvalidInput as exc:
+        return AttemptOutcome(None, elapsed_ms(), f"refused: {exc.message}", None, None)
+    headers = sign_delivery(
+        target.secrets, target.delivery_id, target.event_type, target.body, int(time.time())
+    )
+    request = ssrf.build_pinned_request(
+        client,
+        "POST",
+        target.url,
+        targets[0] if targets else None,
+        content=target.body,
+        headers=headers,
+    )
+    try:
+        async with asyncio.timeout(timeout_seconds):
+            response = await client.send(request, stream=True)
+            try:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_raw():
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size >= RESPONSE_BODY_LIMIT:
+                        break
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        return AttemptOutcome(
+            None, elapsed_ms(), f"timed out after {timeout_seconds:g} s", None, None
+        )
+    except httpx.HTTPError as exc:
+        return AttemptOutcome(None, elapsed_ms(), f"{type(exc).__name__}: {exc}"[:500], None, None)
+    body = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="replace")
+    error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+    return AttemptOutcome(
+        response.status_code,
+        elapsed_ms(),
+        error,
+        body,
+        _retry_after_seconds(response.headers.get("retry-after")),
+    )
+
+
+def next_attempt_delay(attempt: int, outcome: AttemptOutcome, scale: float) -> float | None:
+    """Seconds until the next attempt after failed attempt number `attempt`, or None: give up."""
+    if attempt >= MAX_ATTEMPTS:
+        return None
+    delay = RETRY_DELAYS_SECONDS[attempt - 1] * random.uniform(1 - JITTER, 1 + JITTER)
+    if outcome.retry_after is not None:
+        delay = max(delay, outcome.retry_after)
+    return delay * scale
+
+
+# --- the delivery job ----------------------------------------------------------------------
+
+
+async def load_target(session: AsyncSession, delivery_id: str) -> DeliveryTarget | None:
+    """What the next attempt sends, or None when there is nothing to send any more.
+
+    A delivery whose subscription was switched off ends here as failed: inactive subscriptions
+    receive nothing.
+    """
+    delivery = await session.get(WebhookDelivery, delivery_id)
+    if delivery is None or delivery.status != PENDING:
+        return None
+    subscription = await session.get(WebhookSubscription, delivery.subscription_id)
+    event = await session.get(Event, delivery.event_id)
+    if subscription is None or event is None:
+        return None
+    if not subscription.is_active:
+        delivery.status = FAILED
+        delivery.next_attempt_at = None
+        return None
+    secrets = [subscription.secret]
+    expires = subscription.previous_secret_expires_at
+    if subscription.previous_secret and expires is not None and expires > utcnow():
+        secrets.append(subscription.previous_secret)
+    return DeliveryTarget(
+        delivery_id=delivery.id,
+        attempt=delivery.attempt_count + 1,
+        url=subscription.url,
+        secrets=secrets,
+        event_type=event.type,
+        body=dumps(event_body(event)),
+    )
+
+
+async def record_attempt(
+    session: AsyncSession,
+    target: DeliveryTarget,
+    outcome: AttemptOutcome,
+    *,
+    retry_scale: float,
+) -> datetime | None:
+    """Store the attempt and its consequences; the time of the next attempt, or None."""
+    delivery = await session.get(WebhookDelivery, target.delivery_id)
+    if delivery is None or delivery.status != PENDING:
+        return None
+    subscription = await session.get(WebhookSubscription, delivery.subscription_id)
+    if subscription is None:
+        return None
+    now = utcnow()
+    session.add(
+        WebhookDeliveryAttempt(
+            organization_id=delivery.organization_id,
+            subscription_id=delivery.subscription_id,
+            delivery_id=delivery.id,
+            event_id=delivery.event_id,
+            event_type=delivery.event_type,
+            attempt=target.attempt,
+            status_code=outcome.status_code,
+            success=outcome.success,
+            duration_ms=outcome.duration_ms,
+            error=outcome.error,
+            response_body=outcome.response_body,
+            created_at=now,
+        )
+    )
+    delivery.attempt_count = target.attempt
+    if outcome.success:
+        delivery.status = SUCCEEDED
+        delivery.next_attempt_at = None
+        if subscription.failing_since is not None:
+            subscription.failing_since = None
+        return None
+    if subscription.failing_since is None:
+        subscription.failing_since = now
+    if outcome.status_code == 410:
+        await disable_subscription(session, subscription, GONE_REASON)
+    elif now - subscription.failing_since >= DISABLE_AFTER_FAILING_FOR:
+        await disable_subscription(session, subscription, FAILING_REASON)
+    delay = (
+        None
+        if not subscription.is_active
+        else next_attempt_delay(target.attempt, outcome, retry_scale)
+    )
+    if delay is None:
+        delivery.status = FAILED
+        delivery.next_attempt_at = None
+        return None
+    delivery.next_attempt_at = now + timedelta(seconds=delay)
+    return delivery.next_attempt_at
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    organization_id: str
+    livemode: bool
+
+
+async def disable_subscription(
+    session: AsyncSession, subscription: WebhookSubscription, reason: str
+) -> None:
+    """Switch a subscription off on the service's initiative, and record why as an event."""
+    subscription.is_active = False
+    subscription.disabled_reason = reason
+    logger.warning("webhook subscription disabled", webhook_id=subscription.id, reason=reason)
+    data = subscription_to_public(subscription)
+    data.pop("secret")
+    data["updated_at"] = utcnow()
+    data["disabled_reason"] = reason
+    await emit(session, _Owner(subscription.organization_id, False), WEBHOOK_DISABLED, data)

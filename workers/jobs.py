@@ -1,0 +1,93 @@
+"""The actors: each one a named outbox job whose body calls a service.
+
+Messages carry an outbox job id only (app/kit/outbox.py); the arguments live in the row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import dramatiq
+
+from app.events.models import Event
+from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
+from app.kit.jsonutil import dumps
+from app.webhooks import delivery
+from workers import metrics
+from workers.runtime import JobBody, JobRuntime, run_job
+
+
+async def fan_out_event(runtime: JobRuntime, args: list[Any]) -> datetime | None:
+    (event_id,) = args
+    async with runtime.resources.session(writes=True) as session:
+        event = await session.get(Event, event_id)
+        if event is None:
+            return None
+        organization_id, body = event.organization_id, dumps(event_body(event))
+        await delivery.fan_out(session, event)
+        await session.commit()
+    await runtime.resources.event_stream.publish(organization_id, body)
+    return None
+
+
+async def deliver_webhook(runtime: JobRuntime, args: list[Any]) -> datetime | None:
+    (delivery_id,) = args
+    settings = runtime.settings
+    async with runtime.resources.session(writes=True) as session:
+        target = await delivery.load_target(session, delivery_id)
+        await session.commit()  # load_target may have closed a delivery to an inactive endpoint
+    if target is None:
+        return None
+    outcome = await delivery.send_attempt(
+        runtime.http,
+        target,
+        allow_private=settings.allow_private_webhook_urls,
+        timeout_seconds=settings.webhook_timeout_seconds,
+    )
+    metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
+    metrics.WEBHOOK_LATENCY.observe(outcome.duration_ms / 1000)
+    async with runtime.resources.session(writes=True) as session:
+        again = await delivery.record_attempt(
+            session, target, outcome, retry_scale=settings.webhook_retry_scale
+        )
+        await session.commit()
+    return again
+
+
+def _outcome_label(outcome: delivery.AttemptOutcome) -> str:
+    if outcome.success:
+        return "success"
+    if outcome.status_code is not None:
+        return "http_error"
+    if outcome.error and outcome.error.startswith("refused"):
+        return "refused"
+    return "network_error"
+
+
+JOBS: dict[str, tuple[str, JobBody]] = {
+    FAN_OUT_ACTOR: (EVENTS_QUEUE, fan_out_event),
+    delivery.DELIVER_ACTOR: (delivery.WEBHOOKS_QUEUE, deliver_webhook),
+}
+
+
+def declare_actors(
+    broker: dramatiq.Broker, runtime: JobRuntime
+) -> dict[str, dramatiq.Actor[Any, Any]]:
+    """Declare every job on `broker`: each actor takes one outbox job id."""
+    actors: dict[str, dramatiq.Actor[Any, Any]] = {}
+    for name, (queue, body) in JOBS.items():
+
+        async def run(job_id: str, body: JobBody = body) -> None:
+            await run_job(runtime, job_id, body)
+
+        run.__name__ = name.replace(".", "_")
+        actors[name] = dramatiq.Actor(
+            run,
+            broker=broker,
+            actor_name=name,
+            queue_name=queue,
+            priority=0,
+            options={"max_retries": 0},
+        )
+    return actors

@@ -1,0 +1,146 @@
+"""What every worker process holds while it runs jobs, and the one way a job runs.
+
+`JobRuntime` is Dramatiq middleware: once the worker has booted (and the AsyncIO middleware
+has started its event loop thread) it opens the database engine and the HTTP client on that
+loop, and starts the outbox sweep; it closes them before the worker shuts down.
+
+`run_job` wraps every job: claim the outbox row, run the job body, then finish or reschedule
+the row. Bodies receive the runtime and the row's arguments, and return None when done or the
+time to run again. An exception is retried with backoff from the database (never by Dramatiq's
+own retries, which Redis may lose), and counts towards parking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import dramatiq
+import httpx
+import structlog
+from dramatiq.asyncio import get_event_loop_thread
+from dramatiq.middleware import Middleware
+
+from app.config import Settings
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.resources import Resources
+from app.webhooks.ssrf import new_pinned_client
+from workers import metrics
+
+logger = structlog.get_logger("switchboard.worker")
+
+JobBody = Callable[["JobRuntime", list[Any]], Awaitable[datetime | None]]
+MAX_ERROR_BACKOFF_SECONDS = 300.0
+
+
+class JobRuntime(Middleware):
+    """Per-process resources of the job engine, and the outbox sweep."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._resources: Resources | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # Dramatiq hooks (called from the worker's main thread).
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        _loop_thread().run_coroutine(self._open())
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        _loop_thread().run_coroutine(self._close())
+
+    @property
+    def resources(self) -> Resources:
+        if self._resources is None:
+            raise RuntimeError("the job runtime is not open (is the worker booted?)")
+        return self._resources
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RuntimeError("the job runtime is not open (is the worker booted?)")
+        return self._http
+
+    async def _open(self) -> None:
+        self._resources = Resources.from_settings(self.settings, serves_api=False)
+        self._http = new_pinned_client(timeout=self.settings.webhook_timeout_seconds)
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def _close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        if self._resources is not None:
+            await self._resources.aclose()
+            self._resources = None
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("outbox sweep failed", exc_info=True)
+            await asyncio.sleep(self.settings.outbox_sweep_seconds)
+
+    async def sweep_once(self) -> int:
+        """Send due jobs the broker does not hold; returns how many were sent."""
+        async with self.resources.session(writes=True) as session:
+            refs = await outbox.sweep(session, self.settings.outbox_redispatch_seconds)
+            await session.commit()
+            counts = await outbox.count_by_status(session)
+        metrics.record_outbox(counts)
+        if refs:
+            outbox.broker_dispatcher(refs)
+        return len(refs)
+
+
+def _loop_thread() -> Any:
+    thread = get_event_loop_thread()
+    if thread is None:
+        raise RuntimeError("the AsyncIO middleware must come before JobRuntime")
+    return thread
+
+
+def _error_backoff(starts: int, settings: Settings) -> timedelta:
+    seconds = min(MAX_ERROR_BACKOFF_SECONDS, 2.0 ** (starts - 1)) * settings.webhook_retry_scale
+    return timedelta(seconds=seconds)
+
+
+async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
+    """Claim, run, and finish (or reschedule) one outbox job."""
+    settings = runtime.settings
+    async with runtime.resources.session(writes=True) as session:
+        claimed = await outbox.claim(
+            session,
+            job_id,
+            lease_seconds=settings.job_lease_seconds,
+            max_starts=settings.job_max_starts,
+        )
+        await session.commit()
+    if claimed is None:
+        return
+    try:
+        again = await body(runtime, claimed.args)
+    except Exception as exc:
+        logger.exception("job failed", job_id=job_id, actor=claimed.actor)
+        metrics.JOB_FAILURES.labels(claimed.actor).inc()
+        async with runtime.resources.session(writes=True) as session:
+            retry_at = utcnow() + _error_backoff(claimed.starts, settings)
+            await outbox.reschedule(session, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
+            await session.commit()
+        return
+    async with runtime.resources.session(writes=True) as session:
+        if again is None:
+            await outbox.finish(session, job_id)
+        else:
+            await outbox.reschedule(session, job_id, again)
+        await session.commit()
