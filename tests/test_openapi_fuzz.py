@@ -100,6 +100,9 @@ class Target:
     # Contacts of the caller's organization, and of another one (must answer 404).
     contact_ids: list[str]
     foreign_contact_ids: list[str]
+    # Webhook subscriptions likewise (path parameter `webhook_id`).
+    webhook_ids: list[str]
+    foreign_webhook_ids: list[str]
     deadline: float
     budget_exhausted: list[str] = field(default_factory=list)
 
@@ -157,6 +160,20 @@ def _seed_contacts(base_url: str, api_key: str, count: int) -> list[str]:
     return ids
 
 
+def _seed_webhooks(base_url: str, api_key: str, count: int) -> list[str]:
+    ids = []
+    with httpx.Client(base_url=base_url, headers=_bearer(api_key), timeout=10) as http:
+        for number in range(count):
+            # A public IP literal: the SSRF guard accepts it without a DNS lookup.
+            response = http.post(
+                "/api/v1/webhooks",
+                json={"url": f"https://93.184.216.34/seed/{number}", "events": ["lead.created"]},
+            )
+            assert response.status_code == 200, response.text
+            ids.append(response.json()["id"])
+    return ids
+
+
 def _bearer(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"}
 
@@ -179,6 +196,8 @@ def target(
             agents_read_key=keys["agents_read"],
             contact_ids=_seed_contacts(base_url, keys["full_access"], 5),
             foreign_contact_ids=_seed_contacts(base_url, keys["other_org"], 1),
+            webhook_ids=_seed_webhooks(base_url, keys["full_access"], 5),
+            foreign_webhook_ids=_seed_webhooks(base_url, keys["other_org"], 1),
             deadline=time.monotonic() + TIME_BUDGET_SECONDS,
         )
     finally:
@@ -237,6 +256,19 @@ def _with_valid_phone(case: Any, phone: str) -> Any:
     return case
 
 
+def _with_valid_url(case: Any, url: str) -> Any:
+    """Generated webhook URLs name hosts that do not resolve (400); some must get through."""
+    if isinstance(case.body, dict) and "url" in case.body:
+        case.body["url"] = url
+    return case
+
+
+def _seeded_ids(operation: Any, target: Target) -> list[str]:
+    if "{webhook_id}" in operation.path:
+        return [*target.webhook_ids, *target.foreign_webhook_ids]
+    return [*target.contact_ids, *target.foreign_contact_ids]
+
+
 def _strategies(
     operation: Any, target: Target, mode: GenerationMode, *, generated_ids: bool = True
 ) -> Any:
@@ -251,11 +283,11 @@ def _strategies(
         generated.append(operation.as_strategy(generation_mode=mode))
     aimed = []
     if path_names:
-        for contact_id in [*target.contact_ids, *target.foreign_contact_ids, str(uuid.uuid4())]:
+        for object_id in [*_seeded_ids(operation, target), str(uuid.uuid4())]:
             aimed.append(
                 operation.as_strategy(
                     generation_mode=mode,
-                    path_parameters=dict.fromkeys(path_names, contact_id),
+                    path_parameters=dict.fromkeys(path_names, object_id),
                     headers=own_org,
                 )
             )
@@ -263,8 +295,11 @@ def _strategies(
         aimed.append(operation.as_strategy(generation_mode=mode, headers=own_org))
     if mode is GenerationMode.POSITIVE and operation.method.upper() in {"POST", "PUT", "PATCH"}:
         phones = st.sampled_from([f"+1415555{n:04d}" for n in range(100, 200)])
+        urls = st.sampled_from([f"https://93.184.216.{n}/hook" for n in range(1, 100)])
         with_phone = [
-            st.tuples(strategy, phones).map(lambda pair: _with_valid_phone(*pair))
+            st.tuples(strategy, phones, urls).map(
+                lambda args: _with_valid_url(_with_valid_phone(args[0], args[1]), args[2])
+            )
             for strategy in [*generated, *aimed]
         ]
         # Weighted towards bodies that can succeed, so every handler is reached.

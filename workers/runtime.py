@@ -1,8 +1,9 @@
 """What every worker process holds while it runs jobs, and the one way a job runs.
 
-`JobRuntime` is Dramatiq middleware: once the worker has booted (and the AsyncIO middleware
-has started its event loop thread) it opens the database engine and the HTTP client on that
-loop, and starts the outbox sweep; it closes them before the worker shuts down.
+`JobRuntime` is Dramatiq middleware: as the worker boots (once the AsyncIO middleware has
+started its event loop thread, before any worker thread takes a message) it opens the
+database engine and the HTTP client on that loop, and starts the outbox sweep; it closes them
+before the worker shuts down.
 
 `run_job` wraps every job: claim the outbox row, run the job body, then finish or reschedule
 the row. Bodies receive the runtime and the row's arguments, and return None when done or the
@@ -45,8 +46,9 @@ class JobRuntime(Middleware):
         self._http: httpx.AsyncClient | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
-    # Dramatiq hooks (called from the worker's main thread).
-    def after_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+    # Dramatiq hooks (called from the worker's main thread). "before" hooks run in middleware
+    # order, so the AsyncIO middleware's loop exists; the worker threads do not yet.
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         _loop_thread().run_coroutine(self._open())
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:

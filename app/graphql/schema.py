@@ -21,6 +21,7 @@ from app.graphql.auth import AuthMutation, AuthQuery
 from app.graphql.contacts import ContactMutation, ContactQuery
 from app.graphql.execution import FastExecutionContext
 from app.graphql.planned import OperationPlan, compile_plan
+from app.graphql.webhooks import WebhookMutation, WebhookQuery
 from app.kit.clock import isoformat
 
 MAX_DEPTH = 10
@@ -150,8 +151,8 @@ SAFETY_RULES = [
     *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
 ]
 
-Query = merge_types("Query", (ContactQuery, AuthQuery))
-Mutation = merge_types("Mutation", (ContactMutation, AuthMutation))
+Query = merge_types("Query", (ContactQuery, WebhookQuery, AuthQuery))
+Mutation = merge_types("Mutation", (ContactMutation, WebhookMutation, AuthMutation))
 
 
 DATETIME_UTC = strawberry.scalar(

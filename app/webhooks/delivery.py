@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
 
 import httpx
 import structlog
@@ -34,6 +33,7 @@ from app.kit.jsonutil import dumps
 from app.webhooks import ssrf
 from app.webhooks.events import WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
+from app.webhooks.schemas import webhook_to_public
 from app.webhooks.signing import sign_delivery
 
 logger = structlog.get_logger("switchboard.webhooks")
@@ -52,20 +52,6 @@ FAILING_REASON = "Every delivery failed for 5 days"
 
 def new_delivery_id() -> str:
     return f"msg_{new_event_id()[4:]}"
-
-
-def subscription_to_public(subscription: Any) -> dict[str, Any]:
-    """The spec's WebhookSubscriptionResponse."""
-    return {
-        "id": subscription.id,
-        "organization_id": subscription.organization_id,
-        "url": subscription.url,
-        "secret": subscription.secret,
-        "events": list(subscription.events),
-        "is_active": subscription.is_active,
-        "created_at": subscription.created_at,
-        "updated_at": subscription.updated_at,
-    }
 
 
 def _new_delivery(event: Event, subscription: WebhookSubscription) -> WebhookDelivery:
@@ -347,7 +333,7 @@ async def disable_subscription(
     subscription.is_active = False
     subscription.disabled_reason = reason
     logger.warning("webhook subscription disabled", webhook_id=subscription.id, reason=reason)
-    data = subscription_to_public(subscription)
+    data = webhook_to_public(subscription)
     data.pop("secret")
     data["updated_at"] = utcnow()
     data["disabled_reason"] = reason

@@ -349,3 +349,72 @@ async def test_five_days_of_failures_disable_the_subscription(engine: Engine) ->
         await eventually(disabled)
     [delivery] = await engine.deliveries(subscription.id)
     assert delivery.status == "failed"
+
+
+async def test_the_test_endpoint_sends_a_signed_test_event(engine: Engine) -> None:
+    tenant = await engine.tenants.organization()
+    with running_receiver() as receiver:
+        created = await engine.client.post(
+            "/api/v1/webhooks",
+            json={"url": receiver.url, "events": ["lead.created"]},
+            headers=tenant.headers,
+        )
+        assert created.status_code == 200, created.text
+        webhook = created.json()
+        queued = await engine.client.post(
+            f"/api/v1/webhooks/{webhook['id']}/test", headers=tenant.headers
+        )
+        assert queued.status_code == 202, queued.text
+        [received] = await wait_for(receiver, 1)
+    assert received.json["type"] == "webhook.test"
+    assert received.json["id"] == queued.json()["event_id"]
+    assert received.headers["webhook-id"] == queued.json()["delivery_id"]
+    assert Webhook(webhook["secret"]).verify(received.body, received.headers)
+
+    async def listed() -> bool:
+        page = await engine.client.get(
+            f"/api/v1/webhooks/{webhook['id']}/deliveries", headers=tenant.headers
+        )
+        return bool(page.json()["data"])
+
+    await eventually(listed)
+    page = await engine.client.get(
+        f"/api/v1/webhooks/{webhook['id']}/deliveries", headers=tenant.headers
+    )
+    [attempt] = page.json()["data"]
+    assert attempt["event_type"] == "webhook.test"
+    assert attempt["success"] is True
+    assert attempt["status_code"] == 200
+    assert attempt["attempt"] == 1
+
+    paused = await engine.client.put(
+        f"/api/v1/webhooks/{webhook['id']}", json={"is_active": False}, headers=tenant.headers
+    )
+    assert paused.status_code == 200
+    refused = await engine.client.post(
+        f"/api/v1/webhooks/{webhook['id']}/test", headers=tenant.headers
+    )
+    assert refused.status_code == 400
+    assert "not active" in refused.json()["detail"]
+
+
+async def test_rotated_secrets_sign_with_both_for_a_day(engine: Engine) -> None:
+    tenant = await engine.tenants.organization()
+    with running_receiver() as receiver:
+        created = await engine.client.post(
+            "/api/v1/webhooks",
+            json={"url": receiver.url, "events": ["lead.created"]},
+            headers=tenant.headers,
+        )
+        old_secret = created.json()["secret"]
+        rotated = await engine.client.post(
+            f"/api/v1/webhooks/{created.json()['id']}/rotate-secret", headers=tenant.headers
+        )
+        new_secret = rotated.json()["secret"]
+        await engine.create_contact(tenant)
+        [received] = await wait_for(receiver, 1)
+    signatures = received.headers["x-service-signature"].split(",")
+    for secret in (new_secret, old_secret):
+        digest = hmac.new(secret.encode(), received.body, hashlib.sha256).hexdigest()
+        assert f"sha256={digest}" in signatures
+        assert Webhook(secret).verify(received.body, received.headers)

@@ -1,0 +1,57 @@
+"""Every query on webhook subscriptions and their delivery attempts, scoped to one organization."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sqlalchemy import ColumnElement, bindparam
+
+from app.kit.repository import Filter, OrgScopedRepository
+from app.webhooks.models import WebhookDeliveryAttempt, WebhookSubscription
+
+
+class WebhookSubscriptionRepository(OrgScopedRepository[WebhookSubscription]):
+    model = WebhookSubscription
+    list_columns: ClassVar = (
+        WebhookSubscription.id,
+        WebhookSubscription.organization_id,
+        WebhookSubscription.url,
+        WebhookSubscription.secret,
+        WebhookSubscription.events,
+        WebhookSubscription.is_active,
+        WebhookSubscription.disabled_reason,
+        WebhookSubscription.created_at,
+        WebhookSubscription.updated_at,
+    )
+
+    def add(self, subscription: WebhookSubscription) -> None:
+        self.session.add(subscription)
+
+    async def delete(self, subscription: WebhookSubscription) -> None:
+        await self.session.delete(subscription)
+
+
+class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttempt]):
+    """Attempts are written by the delivery worker; requests only read them."""
+
+    model = WebhookDeliveryAttempt
+    list_columns: ClassVar = (
+        WebhookDeliveryAttempt.id,
+        WebhookDeliveryAttempt.subscription_id,
+        WebhookDeliveryAttempt.event_id,
+        WebhookDeliveryAttempt.event_type,
+        WebhookDeliveryAttempt.status_code,
+        WebhookDeliveryAttempt.success,
+        WebhookDeliveryAttempt.attempt,
+        WebhookDeliveryAttempt.duration_ms,
+        WebhookDeliveryAttempt.error,
+        WebhookDeliveryAttempt.created_at,
+    )
+
+    @staticmethod
+    def of_subscription(subscription_id: str) -> Filter:
+        return Filter("subscription", _of_subscription, {"subscription_id": subscription_id})
+
+
+def _of_subscription() -> ColumnElement[bool]:
+    return WebhookDeliveryAttempt.subscription_id == bindparam("subscription_id")
