@@ -15,29 +15,37 @@ from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
 from app.kit.jsonutil import dumps
 from app.webhooks import delivery
 from workers import metrics
-from workers.runtime import JobBody, JobRuntime, run_job
+from workers.runtime import JobBody, JobContext, JobRuntime, run_job
 
 
-async def fan_out_event(runtime: JobRuntime, args: list[Any]) -> datetime | None:
-    (event_id,) = args
+async def fan_out_event(job: JobContext) -> datetime | None:
+    (event_id,) = job.args
+    runtime = job.runtime
     async with runtime.resources.session(writes=True) as session:
         event = await session.get(Event, event_id)
         if event is None:
             return None
         organization_id, body = event.organization_id, dumps(event_body(event))
         await delivery.fan_out(session, event)
+        await job.settle(session, None)
         await session.commit()
     await runtime.resources.event_stream.publish(organization_id, body)
     return None
 
 
-async def deliver_webhook(runtime: JobRuntime, args: list[Any]) -> datetime | None:
-    (delivery_id,) = args
+async def deliver_webhook(job: JobContext) -> datetime | None:
+    (delivery_id,) = job.args
+    runtime = job.runtime
     settings = runtime.settings
-    async with runtime.resources.session(writes=True) as session:
+    async with runtime.resources.session(writes=False) as session:
         target = await delivery.load_target(session, delivery_id)
-        await session.commit()  # load_target may have closed a delivery to an inactive endpoint
     if target is None:
+        return None
+    if not target.active:
+        async with runtime.resources.session(writes=True) as session:
+            await delivery.close_inactive(session, target)
+            await job.settle(session, None)
+            await session.commit()
         return None
     outcome = await delivery.send_attempt(
         runtime.http,
@@ -51,6 +59,7 @@ async def deliver_webhook(runtime: JobRuntime, args: list[Any]) -> datetime | No
         again = await delivery.record_attempt(
             session, target, outcome, retry_scale=settings.webhook_retry_scale
         )
+        await job.settle(session, again)
         await session.commit()
     return again
 
@@ -78,7 +87,7 @@ def declare_actors(
     actors: dict[str, dramatiq.Actor[Any, Any]] = {}
     for name, (queue, body) in JOBS.items():
 
-        async def run(job_id: str, body: JobBody = body) -> None:
+        async def run(job_id: str, body: JobBody = body) -> None:  # one per actor
             await run_job(runtime, job_id, body)
 
         run.__name__ = name.replace(".", "_")

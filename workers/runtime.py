@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ import httpx
 import structlog
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import Middleware
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.kit import outbox
@@ -33,7 +35,7 @@ from workers import metrics
 
 logger = structlog.get_logger("switchboard.worker")
 
-JobBody = Callable[["JobRuntime", list[Any]], Awaitable[datetime | None]]
+JobBody = Callable[["JobContext"], Awaitable[datetime | None]]
 MAX_ERROR_BACKOFF_SECONDS = 300.0
 
 
@@ -105,6 +107,25 @@ class JobRuntime(Middleware):
         return len(refs)
 
 
+@dataclass
+class JobContext:
+    """One run of one job, as its body sees it."""
+
+    runtime: JobRuntime
+    job_id: str
+    args: list[Any]
+    settled: bool = False
+
+    async def settle(self, session: AsyncSession, again: datetime | None) -> None:
+        """Finish (or reschedule) the job inside the body's own last transaction: one commit
+        less per run. The body must then commit that session."""
+        if again is None:
+            await outbox.finish(session, self.job_id)
+        else:
+            await outbox.reschedule(session, self.job_id, again)
+        self.settled = True
+
+
 def _loop_thread() -> Any:
     thread = get_event_loop_thread()
     if thread is None:
@@ -130,8 +151,9 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
         await session.commit()
     if claimed is None:
         return
+    context = JobContext(runtime, job_id, claimed.args)
     try:
-        again = await body(runtime, claimed.args)
+        again = await body(context)
     except Exception as exc:
         logger.exception("job failed", job_id=job_id, actor=claimed.actor)
         metrics.JOB_FAILURES.labels(claimed.actor).inc()
@@ -140,9 +162,7 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
             await outbox.reschedule(session, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
             await session.commit()
         return
-    async with runtime.resources.session(writes=True) as session:
-        if again is None:
-            await outbox.finish(session, job_id)
-        else:
-            await outbox.reschedule(session, job_id, again)
-        await session.commit()
+    if not context.settled:
+        async with runtime.resources.session(writes=True) as session:
+            await context.settle(session, again)
+            await session.commit()

@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 import structlog
-from sqlalchemy import delete, event, func, or_, select, update
+from sqlalchemy import Table, bindparam, delete, event, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -158,6 +158,23 @@ class ClaimedJob:
     starts: int
 
 
+_JOBS = cast(Table, OutboxJob.__table__)
+# Hot-path statements, built once: plain Core on the table (no ORM bulk-update machinery),
+# values bound per call.
+_CLAIM = (
+    update(_JOBS)
+    .where(
+        _JOBS.c.id == bindparam("job_id"),
+        _JOBS.c.status == PENDING,
+        _JOBS.c.available_at <= bindparam("now"),
+        or_(_JOBS.c.locked_until.is_(None), _JOBS.c.locked_until <= bindparam("now")),
+    )
+    .values(starts=_JOBS.c.starts + 1, locked_until=bindparam("lease_end"))
+    .returning(_JOBS.c.actor, _JOBS.c.args, _JOBS.c.starts)
+)
+_FINISH = delete(_JOBS).where(_JOBS.c.id == bindparam("job_id"))
+
+
 async def claim(
     session: AsyncSession, job_id: str, *, lease_seconds: float, max_starts: int
 ) -> ClaimedJob | None:
@@ -167,18 +184,8 @@ async def claim(
     """
     now = utcnow()
     result = await session.execute(
-        update(OutboxJob)
-        .where(
-            OutboxJob.id == job_id,
-            OutboxJob.status == PENDING,
-            OutboxJob.available_at <= now,
-            or_(OutboxJob.locked_until.is_(None), OutboxJob.locked_until <= now),
-        )
-        .values(
-            starts=OutboxJob.starts + 1,
-            locked_until=now + timedelta(seconds=lease_seconds),
-        )
-        .returning(OutboxJob.actor, OutboxJob.args, OutboxJob.starts)
+        _CLAIM,
+        {"job_id": job_id, "now": now, "lease_end": now + timedelta(seconds=lease_seconds)},
     )
     row = result.first()
     if row is None:
@@ -191,7 +198,7 @@ async def claim(
 
 
 async def finish(session: AsyncSession, job_id: str) -> None:
-    await session.execute(delete(OutboxJob).where(OutboxJob.id == job_id))
+    await session.execute(_FINISH, {"job_id": job_id})
 
 
 async def reschedule(

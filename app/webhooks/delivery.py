@@ -21,7 +21,7 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 import structlog
-from sqlalchemy import select
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.models import Event
@@ -29,6 +29,7 @@ from app.events.service import emit, event_body, new_event_id
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput
+from app.kit.ids import new_id
 from app.kit.jsonutil import dumps
 from app.webhooks import ssrf
 from app.webhooks.events import WEBHOOK_DISABLED, WEBHOOK_TEST
@@ -141,6 +142,11 @@ class DeliveryTarget:
     secrets: list[str]
     event_type: str
     body: bytes
+    organization_id: str
+    subscription_id: str
+    event_id: str
+    active: bool
+    failing: bool
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -233,34 +239,99 @@ def next_attempt_delay(attempt: int, outcome: AttemptOutcome, scale: float) -> f
 
 
 async def load_target(session: AsyncSession, delivery_id: str) -> DeliveryTarget | None:
-    """What the next attempt sends, or None when there is nothing to send any more.
+    """What the next attempt sends (one read), or None when there is nothing to send any more.
 
-    A delivery whose subscription was switched off ends here as failed: inactive subscriptions
+    `target.active` is False when the subscription was switched off meanwhile: the caller then
+    closes the delivery (`close_inactive`) instead of sending, as inactive subscriptions
     receive nothing.
     """
-    delivery = await session.get(WebhookDelivery, delivery_id)
-    if delivery is None or delivery.status != PENDING:
+    row = (
+        await session.execute(
+            select(
+                WebhookDelivery.attempt_count,
+                WebhookDelivery.subscription_id,
+                WebhookSubscription.url,
+                WebhookSubscription.secret,
+                WebhookSubscription.previous_secret,
+                WebhookSubscription.previous_secret_expires_at,
+                WebhookSubscription.is_active,
+                WebhookSubscription.failing_since,
+                Event.id,
+                Event.type,
+                Event.created_at,
+                Event.organization_id,
+                Event.livemode,
+                Event.data,
+            )
+            .join(WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id)
+            .join(Event, Event.id == WebhookDelivery.event_id)
+            .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == PENDING)
+        )
+    ).first()
+    if row is None:
         return None
-    subscription = await session.get(WebhookSubscription, delivery.subscription_id)
-    event = await session.get(Event, delivery.event_id)
-    if subscription is None or event is None:
-        return None
-    if not subscription.is_active:
-        delivery.status = FAILED
-        delivery.next_attempt_at = None
-        return None
-    secrets = [subscription.secret]
-    expires = subscription.previous_secret_expires_at
-    if subscription.previous_secret and expires is not None and expires > utcnow():
-        secrets.append(subscription.previous_secret)
+    secrets = [row.secret]
+    expires = row.previous_secret_expires_at
+    if row.previous_secret and expires is not None and expires > utcnow():
+        secrets.append(row.previous_secret)
     return DeliveryTarget(
-        delivery_id=delivery.id,
-        attempt=delivery.attempt_count + 1,
-        url=subscription.url,
+        delivery_id=delivery_id,
+        attempt=row.attempt_count + 1,
+        url=row.url,
         secrets=secrets,
-        event_type=event.type,
-        body=dumps(event_body(event)),
+        event_type=row.type,
+        body=dumps(event_body(row)),  # the row carries the event's columns by name
+        organization_id=row.organization_id,
+        subscription_id=row.subscription_id,
+        event_id=row.id,
+        active=row.is_active,
+        failing=row.failing_since is not None,
     )
+
+
+async def close_inactive(session: AsyncSession, target: DeliveryTarget) -> None:
+    await session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == target.delivery_id, WebhookDelivery.status == PENDING)
+        .values(status=FAILED, next_attempt_at=None, updated_at=utcnow())
+    )
+
+
+async def _record_success(
+    session: AsyncSession, target: DeliveryTarget, outcome: AttemptOutcome
+) -> None:
+    """The common case in plain statements: no ORM loads on the hot path."""
+    now = utcnow()
+    await session.execute(
+        insert(WebhookDeliveryAttempt).values(
+            id=new_id(),
+            organization_id=target.organization_id,
+            subscription_id=target.subscription_id,
+            delivery_id=target.delivery_id,
+            event_id=target.event_id,
+            event_type=target.event_type,
+            attempt=target.attempt,
+            status_code=outcome.status_code,
+            success=True,
+            duration_ms=outcome.duration_ms,
+            error=None,
+            response_body=outcome.response_body,
+            created_at=now,
+        )
+    )
+    await session.execute(
+        update(WebhookDelivery)
+        .where(WebhookDelivery.id == target.delivery_id, WebhookDelivery.status == PENDING)
+        .values(
+            status=SUCCEEDED, attempt_count=target.attempt, next_attempt_at=None, updated_at=now
+        )
+    )
+    if target.failing:
+        await session.execute(
+            update(WebhookSubscription)
+            .where(WebhookSubscription.id == target.subscription_id)
+            .values(failing_since=None)
+        )
 
 
 async def record_attempt(
@@ -271,6 +342,9 @@ async def record_attempt(
     retry_scale: float,
 ) -> datetime | None:
     """Store the attempt and its consequences; the time of the next attempt, or None."""
+    if outcome.success:
+        await _record_success(session, target, outcome)
+        return None
     delivery = await session.get(WebhookDelivery, target.delivery_id)
     if delivery is None or delivery.status != PENDING:
         return None
@@ -295,12 +369,6 @@ async def record_attempt(
         )
     )
     delivery.attempt_count = target.attempt
-    if outcome.success:
-        delivery.status = SUCCEEDED
-        delivery.next_attempt_at = None
-        if subscription.failing_since is not None:
-            subscription.failing_since = None
-        return None
     if subscription.failing_since is None:
         subscription.failing_since = now
     if outcome.status_code == 410:
