@@ -79,6 +79,14 @@ class Engine:
         body: dict[str, Any] = response.json()
         return body
 
+    async def create_contact_unrelayed(self, tenant: Tenant) -> None:
+        """As if the process died right after commit: the job never reaches the broker."""
+        outbox.set_dispatcher(None)
+        try:
+            await self.create_contact(tenant)
+        finally:
+            outbox.set_dispatcher(outbox.broker_dispatcher)
+
     async def attempts(self, subscription_id: str) -> list[WebhookDeliveryAttempt]:
         async with self.sessionmaker() as session:
             rows = await session.scalars(
@@ -249,11 +257,7 @@ async def test_a_job_lost_between_commit_and_enqueue_is_swept(engine: Engine) ->
     tenant = await engine.tenants.organization()
     with running_receiver() as receiver:
         await engine.subscribe(tenant, receiver.url, ["lead.created"])
-        outbox.set_dispatcher(None)
-        try:
-            await engine.create_contact(tenant)
-        finally:
-            outbox.set_dispatcher(outbox.broker_dispatcher)
+        await engine.create_contact_unrelayed(tenant)
         [received] = await wait_for(receiver, 1)
     assert received.json["type"] == "lead.created"
 
@@ -263,11 +267,7 @@ async def test_a_job_held_by_a_killed_worker_runs_again(engine: Engine) -> None:
     tenant = await engine.tenants.organization()
     with running_receiver() as receiver:
         await engine.subscribe(tenant, receiver.url, ["lead.created"])
-        outbox.set_dispatcher(None)
-        try:
-            await engine.create_contact(tenant)
-        finally:
-            outbox.set_dispatcher(outbox.broker_dispatcher)
+        await engine.create_contact_unrelayed(tenant)
         async with engine.sessionmaker() as session:  # as a worker's claim would leave it
             await session.execute(
                 update(OutboxJob).values(starts=1, locked_until=utcnow() + timedelta(seconds=1))
