@@ -15,7 +15,7 @@ from app.contacts.schemas import ContactCreate, ContactUpdate
 from app.graphql.context import Context
 from app.graphql.errors import UserError, as_graphql_error, user_errors
 from app.graphql.inputs import provided
-from app.graphql.pagination import PageInfo, cursor_params, page_info
+from app.graphql.pagination import Connection, cursor_params, page_info
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.kit.errors import DomainError, NotFound
@@ -35,21 +35,7 @@ class Contact:
     updated_at: datetime
 
 
-@strawberry.type
-class ContactEdge:
-    cursor: str
-    node: Contact
-
-
-@strawberry.type
-class ContactConnection:
-    nodes: list[Contact]
-    page_info: PageInfo
-    total_count: int
-
-    @strawberry.field
-    def edges(self) -> list[ContactEdge]:
-        return [ContactEdge(cursor=node.id, node=node) for node in self.nodes]
+ContactConnection = Connection[Contact]
 
 
 @strawberry.type

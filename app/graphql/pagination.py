@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import strawberry
 
@@ -16,6 +16,28 @@ class PageInfo:
     has_previous_page: bool
     start_cursor: str | None
     end_cursor: str | None
+
+
+NodeT = TypeVar("NodeT")
+
+
+@strawberry.type
+class Edge(Generic[NodeT]):
+    cursor: str
+    node: NodeT
+
+
+@strawberry.type
+class Connection(Generic[NodeT]):
+    """A page of nodes; named `<Node>Connection` (and `<Node>Edge`) in the schema."""
+
+    nodes: list[NodeT]
+    page_info: PageInfo
+    total_count: int
+
+    @strawberry.field
+    def edges(self) -> list[Edge[NodeT]]:
+        return [Edge(cursor=node.id, node=node) for node in self.nodes]  # type: ignore[attr-defined]
 
 
 def cursor_params(

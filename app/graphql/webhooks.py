@@ -17,7 +17,7 @@ from app.graphql.contacts import DeletePayload
 from app.graphql.context import Context
 from app.graphql.errors import UserError, as_graphql_error, user_errors
 from app.graphql.inputs import provided
-from app.graphql.pagination import PageInfo, cursor_params, page_info
+from app.graphql.pagination import Connection, cursor_params, page_info
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.kit.errors import DomainError, NotFound
@@ -41,21 +41,7 @@ class WebhookSubscription:
     updated_at: datetime
 
 
-@strawberry.type
-class WebhookSubscriptionEdge:
-    cursor: str
-    node: WebhookSubscription
-
-
-@strawberry.type
-class WebhookSubscriptionConnection:
-    nodes: list[WebhookSubscription]
-    page_info: PageInfo
-    total_count: int
-
-    @strawberry.field
-    def edges(self) -> list[WebhookSubscriptionEdge]:
-        return [WebhookSubscriptionEdge(cursor=node.id, node=node) for node in self.nodes]
+WebhookSubscriptionConnection = Connection[WebhookSubscription]
 
 
 @strawberry.type(description="One attempt to deliver one event to a subscription.")
@@ -71,21 +57,7 @@ class WebhookDeliveryAttempt:
     created_at: datetime
 
 
-@strawberry.type
-class WebhookDeliveryAttemptEdge:
-    cursor: str
-    node: WebhookDeliveryAttempt
-
-
-@strawberry.type
-class WebhookDeliveryAttemptConnection:
-    nodes: list[WebhookDeliveryAttempt]
-    page_info: PageInfo
-    total_count: int
-
-    @strawberry.field
-    def edges(self) -> list[WebhookDeliveryAttemptEdge]:
-        return [WebhookDeliveryAttemptEdge(cursor=node.id, node=node) for node in self.nodes]
+WebhookDeliveryAttemptConnection = Connection[WebhookDeliveryAttempt]
 
 
 @strawberry.type
