@@ -14,6 +14,7 @@ from app.events.models import Event
 from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
 from app.kit.jsonutil import dumps
 from app.webhooks import delivery
+from app.webhooks.sender import AttemptOutcome
 from workers import metrics
 from workers.runtime import JobBody, JobContext, JobRuntime, run_job
 
@@ -47,12 +48,7 @@ async def deliver_webhook(job: JobContext) -> datetime | None:
             await job.settle(session, None)
             await session.commit()
         return None
-    outcome = await delivery.send_attempt(
-        runtime.http,
-        target,
-        allow_private=settings.allow_private_webhook_urls,
-        timeout_seconds=settings.webhook_timeout_seconds,
-    )
+    outcome = await delivery.send_attempt(runtime.sender, target)
     metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
     metrics.WEBHOOK_LATENCY.observe(outcome.duration_ms / 1000)
     async with runtime.resources.session(writes=True) as session:
@@ -64,7 +60,7 @@ async def deliver_webhook(job: JobContext) -> datetime | None:
     return again
 
 
-def _outcome_label(outcome: delivery.AttemptOutcome) -> str:
+def _outcome_label(outcome: AttemptOutcome) -> str:
     if outcome.success:
         return "success"
     if outcome.status_code is not None:

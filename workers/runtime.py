@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import dramatiq
-import httpx
 import structlog
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import Middleware
@@ -30,7 +29,7 @@ from app.config import Settings
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.resources import Resources
-from app.webhooks.ssrf import new_pinned_client
+from app.webhooks.sender import WebhookSender
 from workers import metrics
 
 logger = structlog.get_logger("switchboard.worker")
@@ -45,7 +44,7 @@ class JobRuntime(Middleware):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._resources: Resources | None = None
-        self._http: httpx.AsyncClient | None = None
+        self._sender: WebhookSender | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     # Dramatiq hooks (called from the worker's main thread). "before" hooks run in middleware
@@ -63,14 +62,17 @@ class JobRuntime(Middleware):
         return self._resources
 
     @property
-    def http(self) -> httpx.AsyncClient:
-        if self._http is None:
+    def sender(self) -> WebhookSender:
+        if self._sender is None:
             raise RuntimeError("the job runtime is not open (is the worker booted?)")
-        return self._http
+        return self._sender
 
     async def _open(self) -> None:
         self._resources = Resources.from_settings(self.settings, serves_api=False)
-        self._http = new_pinned_client(timeout=self.settings.webhook_timeout_seconds)
+        self._sender = WebhookSender(
+            allow_private=self.settings.allow_private_webhook_urls,
+            timeout_seconds=self.settings.webhook_timeout_seconds,
+        )
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     async def _close(self) -> None:
@@ -78,9 +80,9 @@ class JobRuntime(Middleware):
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        if self._sender is not None:
+            await self._sender.aclose()
+            self._sender = None
         if self._resources is not None:
             await self._resources.aclose()
             self._resources = None

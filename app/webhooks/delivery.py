@@ -12,14 +12,11 @@ failures lasting five days. Either way a `webhook.disabled` event records it.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from email.utils import parsedate_to_datetime
 
-import httpx
 import structlog
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,13 +25,12 @@ from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.errors import InvalidInput
 from app.kit.ids import new_id
 from app.kit.jsonutil import dumps
-from app.webhooks import ssrf
 from app.webhooks.events import WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 from app.webhooks.schemas import webhook_to_public
+from app.webhooks.sender import AttemptOutcome, WebhookSender
 from app.webhooks.signing import sign_delivery
 
 logger = structlog.get_logger("switchboard.webhooks")
@@ -44,7 +40,6 @@ WEBHOOKS_QUEUE = "webhooks"
 RETRY_DELAYS_SECONDS: tuple[int, ...] = (5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400)
 MAX_ATTEMPTS = len(RETRY_DELAYS_SECONDS) + 1
 DISABLE_AFTER_FAILING_FOR = timedelta(days=5)
-RESPONSE_BODY_LIMIT = 2048
 JITTER = 0.1
 PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
 GONE_REASON = "The endpoint answered 410 Gone"
@@ -120,19 +115,6 @@ async def queue_test_event(
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptOutcome:
-    status_code: int | None
-    duration_ms: int
-    error: str | None
-    response_body: str | None
-    retry_after: float | None
-
-    @property
-    def success(self) -> bool:
-        return self.status_code is not None and 200 <= self.status_code < 300
-
-
-@dataclass(frozen=True, slots=True)
 class DeliveryTarget:
     """Everything one attempt needs, read before the network call (no transaction held)."""
 
@@ -149,80 +131,12 @@ class DeliveryTarget:
     failing: bool
 
 
-def _retry_after_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, (when - utcnow()).total_seconds())
-
-
-async def send_attempt(
-    client: httpx.AsyncClient,
-    target: DeliveryTarget,
-    *,
-    allow_private: bool,
-    timeout_seconds: float,
-    resolver: ssrf.Resolver = ssrf.system_resolver,
-) -> AttemptOutcome:
-    """POST the signed body once. The SSRF guard runs again here: DNS may have changed."""
-    started = time.perf_counter()
-
-    def elapsed_ms() -> int:
-        return int((time.perf_counter() - started) * 1000)
-
-    try:
-        targets = await ssrf.resolve_public_addresses(
-            target.url, allow_private=allow_private, resolver=resolver
-        )
-    except InvalidInput as exc:
-        return AttemptOutcome(None, elapsed_ms(), f"refused: {exc.message}", None, None)
+async def send_attempt(sender: WebhookSender, target: DeliveryTarget) -> AttemptOutcome:
+    """POST the signed body once (the sender re-checks the URL and address: DNS may change)."""
     headers = sign_delivery(
         target.secrets, target.delivery_id, target.event_type, target.body, int(time.time())
     )
-    request = ssrf.build_pinned_request(
-        client,
-        "POST",
-        target.url,
-        targets[0] if targets else None,
-        content=target.body,
-        headers=headers,
-    )
-    try:
-        async with asyncio.timeout(timeout_seconds):
-            response = await client.send(request, stream=True)
-            try:
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_raw():
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size >= RESPONSE_BODY_LIMIT:
-                        break
-            finally:
-                await response.aclose()
-    except TimeoutError:
-        return AttemptOutcome(
-            None, elapsed_ms(), f"timed out after {timeout_seconds:g} s", None, None
-        )
-    except httpx.HTTPError as exc:
-        return AttemptOutcome(None, elapsed_ms(), f"{type(exc).__name__}: {exc}"[:500], None, None)
-    body = b"".join(chunks)[:RESPONSE_BODY_LIMIT].decode("utf-8", errors="replace")
-    error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
-    return AttemptOutcome(
-        response.status_code,
-        elapsed_ms(),
-        error,
-        body,
-        _retry_after_seconds(response.headers.get("retry-after")),
-    )
+    return await sender.post(target.url, target.body, headers)
 
 
 def next_attempt_delay(attempt: int, outcome: AttemptOutcome, scale: float) -> float | None:

@@ -4,16 +4,19 @@ Two moments use it (CONTRACT §1, `SWITCHBOARD_ALLOW_PRIVATE_WEBHOOK_URLS`):
 
 1. Create/update of a subscription: `resolve_public_addresses(url, allow_private=...)` refuses
    the URL with InvalidInput (a 400 `{"detail": ...}`).
-2. Each delivery attempt: call it again and connect to one of the returned, checked addresses
-   (`build_pinned_request`), never to whatever the host resolves to a moment later. That
-   defeats DNS rebinding (public at check time, 127.0.0.1 at connect time).
+2. Every connection a delivery opens (app/webhooks/sender.py): `check_url_form` judges the URL
+   before the request (IP literals included), and `GuardedResolver` is the HTTP client's only
+   resolver, so each new connection goes to an address checked in that same lookup, never to
+   whatever the host resolves to a moment later. That defeats DNS rebinding (public at check
+   time, 127.0.0.1 at connect time). A kept-alive connection stays on its checked address.
 
 Rules, and why:
 
-- The URL is parsed with `httpx.URL`, the parser the sender uses, so the checked host is the
-  host that is connected to. Backslashes, whitespace and control characters are refused before
-  parsing: parsers disagree about them (`http://127.0.0.1:80\\@evil.com/`).
-- Credentials in the URL (`user:pass@`) are refused, as is any `@` in the authority: httpx would
+- The URL is parsed with `httpx.URL`, and the sender refuses a URL whose host its own parser
+  (yarl) reads differently, so the checked host is the host that is connected to.
+  Backslashes, whitespace and control characters are refused before parsing: parsers disagree
+  about them (`http://127.0.0.1:80\\@evil.com/`).
+- Credentials in the URL (`user:pass@`) are refused, as is any `@` in the authority: clients
   send them as Basic auth, they would be stored and shown in plain text with the subscription,
   and `http://evil.com@127.0.0.1/` is a classic way to disguise the real host.
 - The host is resolved with getaddrinfo and *every* address must be public. getaddrinfo also
@@ -26,7 +29,7 @@ Rules, and why:
 - With `allow_private=True` the URL is still parsed and checked for its form, but nothing is
   resolved and no address is judged: the operator chose to allow internal receivers (local
   development, tests that post to 127.0.0.1). `resolve_public_addresses` then returns `[]` and
-  the delivery connects to the URL as is.
+  the delivery connects to whatever the host resolves to.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ import asyncio
 import ipaddress
 import re
 import socket
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 import httpx
+import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from app.kit.errors import InvalidInput
 from app.webhooks.events import validate_url_scheme
@@ -49,6 +54,8 @@ IPAddress = IPv4Address | IPv6Address
 
 # Resolves (host, port) to address texts; the default asks the system like a connect would.
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
+# True for an address a delivery must not reach.
+AddressJudge = Callable[[IPAddress], bool]
 
 RESOLVE_TIMEOUT_SECONDS = 5.0
 FORBIDDEN_ADDRESS_MESSAGE = "URL must not resolve to a private, loopback or link-local address"
@@ -119,15 +126,6 @@ class ResolvedTarget:
     host: str  # ASCII (IDNA) host from the URL: the Host header and TLS server name
     address: IPAddress
     port: int
-
-
-@dataclass(frozen=True, slots=True)
-class PinnedRequest:
-    """What to pass httpx so it connects to `target.address` yet speaks to the URL's host."""
-
-    url: httpx.URL  # the URL with its host replaced by the checked address
-    headers: dict[str, str]  # Host: the original host (and port when not the default)
-    extensions: dict[str, str]  # sni_hostname: TLS SNI and certificate check use the host
 
 
 def _embedded_ipv4(address: IPv6Address) -> IPv4Address | None:
@@ -254,68 +252,64 @@ async def resolve_public_addresses(
     return [ResolvedTarget(host=host, address=address, port=port) for address in addresses]
 
 
-def pin_request(url: str | httpx.URL, target: ResolvedTarget) -> PinnedRequest:
-    """URL, Host header and SNI extension that send `url` to `target.address` only.
+@lru_cache(maxsize=4096)
+def check_url_form(url: str, allow_private: bool) -> None:
+    """Everything about `url` that needs no lookup, before each delivery (cached per URL).
 
-    httpcore reads the `sni_hostname` request extension for the TLS server name, and Python's
-    ssl checks the certificate against that same name, so HTTPS still verifies the URL's host,
-    not the address. Connection pools key on the (address) URL: see `new_pinned_client`.
+    Judges IP-literal hosts here: the HTTP client connects to a literal without asking any
+    resolver. Names are judged by `GuardedResolver` when a connection is opened.
     """
-    parsed = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    parsed = parse_webhook_url(url)
     host = parsed.raw_host.decode("ascii")
-    if host != target.host:
-        raise ValueError(f"target is for {target.host!r}, not {host!r}")
-    port = parsed.port or _default_port(parsed)
-    if port != target.port:
-        raise ValueError(f"target is for port {target.port}, not {port}")
-    extensions = {"sni_hostname": host} if parsed.scheme == "https" else {}
-    return PinnedRequest(
-        url=parsed.copy_with(host=str(target.address)),
-        headers={"Host": parsed.netloc.decode("ascii")},
-        extensions=extensions,
-    )
+    if (yarl.URL(url).raw_host or "").lower() != host:
+        raise InvalidInput("URL host is not valid", field="url")
+    if allow_private:
+        return
+    if _is_localhost_name(host):
+        raise ForbiddenWebhookAddress()
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    if is_forbidden_address(literal):
+        raise ForbiddenWebhookAddress()
 
 
-def build_pinned_request(
-    client: httpx.AsyncClient,
-    method: str,
-    url: str | httpx.URL,
-    target: ResolvedTarget | None,
-    *,
-    content: bytes,
-    headers: dict[str, str],
-) -> httpx.Request:
-    """A request for `client.send`: pinned to `target`, or to the URL as is when it is None
-    (the guard is off, `allow_private`)."""
-    if target is None:
-        return client.build_request(method, url, content=content, headers=headers)
-    pinned = pin_request(url, target)
-    others = {name: value for name, value in headers.items() if name.lower() != "host"}
-    return client.build_request(
-        method,
-        pinned.url,
-        content=content,
-        headers={**others, **pinned.headers},
-        extensions=pinned.extensions,
-    )
+class GuardedResolver(AbstractResolver):
+    """The delivery client's resolver: every address a new connection may use is checked in
+    the same lookup that produced it. Refusals raise InvalidInput through the client."""
 
+    def __init__(
+        self,
+        *,
+        allow_private: bool,
+        resolver: Resolver = system_resolver,
+        is_forbidden: AddressJudge = is_forbidden_address,
+    ) -> None:
+        self._allow_private = allow_private
+        self._resolver = resolver
+        self._is_forbidden = is_forbidden
 
-def new_pinned_client(
-    *, timeout: float = 10.0, verify: ssl.SSLContext | bool = True
-) -> httpx.AsyncClient:
-    """An AsyncClient fit for pinned deliveries.
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        host = host.rstrip(".")  # the client asks for the absolute name ("example.com.")
+        if not self._allow_private and _is_localhost_name(host):
+            raise ForbiddenWebhookAddress()
+        addresses = await _resolve(host, port, self._resolver)
+        if not self._allow_private and any(self._is_forbidden(a) for a in addresses):
+            raise ForbiddenWebhookAddress()
+        return [
+            ResolveResult(
+                hostname=host,
+                host=str(address),
+                port=port,
+                family=socket.AF_INET6 if address.version == 6 else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for address in addresses
+        ]
 
-    - No keep-alive: the pool keys connections on the address, so a connection opened (and
-      TLS-verified) for one host could otherwise carry a request for another host on the same
-      address. One connection per delivery is cheap at webhook rates.
-    - No redirects: a public receiver must not bounce us to 169.254.169.254.
-    - No environment proxies: a proxy would resolve the host itself, undoing the pinning.
-    The timeout is per phase in httpx; wrap each delivery in `asyncio.timeout` for a total.
-    """
-    return httpx.AsyncClient(
-        timeout=timeout,
-        verify=verify,
-        follow_redirects=False,
-        trust_env=False,
-        limits=httpx.Limits(max_keepalive_connections=0),
-    )
+    async def close(self) -> None:
+        return None

@@ -1,4 +1,4 @@
-"""SSRF guard: hostile webhook URLs are refused, public ones pass, deliveries are pinned."""
+"""SSRF guard: hostile webhook URLs are refused, public ones pass, deliveries stay guarded."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from ipaddress import IPv4Address, IPv6Address, ip_address
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -22,16 +21,14 @@ from cryptography.x509.oid import NameOID
 
 from app.kit.errors import InvalidInput
 from app.webhooks import ssrf
+from app.webhooks.sender import WebhookSender
 from app.webhooks.ssrf import (
     FORBIDDEN_ADDRESS_MESSAGE,
     UNRESOLVABLE_HOST_MESSAGE,
     ForbiddenWebhookAddress,
     ResolvedTarget,
     UnresolvableWebhookHost,
-    build_pinned_request,
     is_forbidden_address,
-    new_pinned_client,
-    pin_request,
     resolve_public_addresses,
     system_resolver,
 )
@@ -279,31 +276,35 @@ def test_special_address_is_forbidden(address: str) -> None:
     assert is_forbidden_address(ip_address(address))
 
 
-# Pinning: the request goes to the checked address, with the URL's host in Host and TLS.
+# Delivery: the sender connects only to addresses its own resolver judged, keeps the URL's
+# host for Host and TLS, reuses connections per host only, and never follows redirects.
 
-TARGET_V4 = ResolvedTarget(host="public.example", address=IPv4Address(PUBLIC_V4), port=8443)
-
-
-def test_pin_request_http_keeps_host_header() -> None:
-    target = ResolvedTarget(host="public.example", address=IPv4Address(PUBLIC_V4), port=80)
-    pinned = pin_request("http://public.example/hook?a=1", target)
-    assert str(pinned.url) == f"http://{PUBLIC_V4}/hook?a=1"
-    assert pinned.headers == {"Host": "public.example"}
-    assert pinned.extensions == {}
+HOOK_HOST = "hooks.example.test"
 
 
-def test_pin_request_https_ipv6_sets_sni() -> None:
-    target = ResolvedTarget(host="public.example", address=IPv6Address(PUBLIC_V6), port=8443)
-    pinned = pin_request("https://public.example:8443/hook", target)
-    assert str(pinned.url) == f"https://[{PUBLIC_V6}]:8443/hook"
-    assert pinned.headers == {"Host": "public.example:8443"}
-    assert pinned.extensions == {"sni_hostname": "public.example"}
+async def loopback_dns(host: str, port: int) -> Sequence[str]:
+    """Every name resolves to 127.0.0.1: only the sender's resolver can get a request there."""
+    return ["127.0.0.1"]
 
 
-@pytest.mark.parametrize("url", ["https://other.example:8443/", "https://public.example/"])
-def test_pin_request_refuses_a_target_for_another_origin(url: str) -> None:
-    with pytest.raises(ValueError, match="target is for"):
-        pin_request(url, TARGET_V4)
+def sender_for_tests(
+    *, allow_loopback: bool = True, ssl_context: ssl.SSLContext | None = None
+) -> WebhookSender:
+    """A guarded sender whose judge lets 127.0.0.1 through (the test receiver lives there)
+    unless `allow_loopback` is False, when the real judge decides."""
+
+    def judge(address: ssrf.IPAddress) -> bool:
+        if allow_loopback and address == IPv4Address("127.0.0.1"):
+            return False
+        return is_forbidden_address(address)
+
+    return WebhookSender(
+        allow_private=False,
+        timeout_seconds=5,
+        resolver=loopback_dns,
+        ssl_context=ssl_context,
+        is_forbidden=judge,
+    )
 
 
 @dataclass
@@ -354,53 +355,100 @@ async def recording_server(
         yield recorder
 
 
-async def test_pinned_http_request_reaches_the_address_with_the_original_host() -> None:
-    async with recording_server() as server, new_pinned_client(timeout=5) as client:
-        # hooks.example.test resolves nowhere: only pinning can get this request through.
-        url = f"http://hooks.example.test:{server.port}/hook"
-        target = ResolvedTarget("hooks.example.test", IPv4Address("127.0.0.1"), server.port)
-        request = build_pinned_request(
-            client, "POST", url, target, content=b'{"a":1}', headers={"X-Test": "1"}
-        )
-        response = await client.send(request)
-    assert response.status_code == 204
+async def test_request_goes_to_the_checked_address_with_the_original_host() -> None:
+    sender = sender_for_tests()
+    try:
+        async with recording_server() as server:
+            # hooks.example.test resolves nowhere real: only the sender's resolver answers.
+            url = f"http://{HOOK_HOST}:{server.port}/hook"
+            outcome = await sender.post(url, b'{"a":1}', {"X-Test": "1"})
+    finally:
+        await sender.aclose()
+    assert outcome.status_code == 204, outcome
     (raw,) = server.requests
     assert raw.startswith(b"POST /hook HTTP/1.1\r\n")
-    assert f"\r\nHost: hooks.example.test:{server.port}\r\n".encode() in raw
+    assert f"\r\nHost: {HOOK_HOST}:{server.port}\r\n".encode() in raw
     assert b"\r\nX-Test: 1\r\n" in raw
     assert raw.endswith(b'\r\n\r\n{"a":1}')
 
 
-async def test_pinned_client_never_reuses_a_connection_for_another_host() -> None:
-    # Both hosts pin to the same address, so the pool (keyed on the address) would share one
-    # connection, and with it a TLS session verified for the other host.
-    async with recording_server() as server, new_pinned_client(timeout=5) as client:
-        for host in ("a.example.test", "b.example.test"):
-            target = ResolvedTarget(host, IPv4Address("127.0.0.1"), server.port)
-            url = f"http://{host}:{server.port}/hook"
-            request = build_pinned_request(client, "POST", url, target, content=b"{}", headers={})
-            assert (await client.send(request)).status_code == 204
-    assert len(server.requests) == 2
+async def test_a_name_that_resolves_to_loopback_is_refused_at_connect() -> None:
+    # DNS rebinding: the name passed at create time; now it points at this host.
+    sender = sender_for_tests(allow_loopback=False)
+    try:
+        async with recording_server() as server:
+            outcome = await sender.post(f"http://{HOOK_HOST}:{server.port}/hook", b"{}", {})
+    finally:
+        await sender.aclose()
+    assert outcome.status_code is None
+    assert outcome.error == f"refused: {FORBIDDEN_ADDRESS_MESSAGE}"
+    assert server.connections == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:{port}/", "http://[::1]:{port}/", "http://localhost:{port}/"],
+)
+async def test_forbidden_literals_and_names_are_refused_before_any_lookup(url: str) -> None:
+    sender = WebhookSender(allow_private=False, timeout_seconds=5, resolver=no_lookups)
+    try:
+        async with recording_server() as server:
+            outcome = await sender.post(url.format(port=server.port), b"{}", {})
+    finally:
+        await sender.aclose()
+    assert outcome.error == f"refused: {FORBIDDEN_ADDRESS_MESSAGE}"
+    assert server.connections == 0
+
+
+async def test_connections_are_kept_alive_per_host_and_never_shared_between_hosts() -> None:
+    # Both names resolve to the same address; a pool keyed on the address would hand one
+    # host's connection (and TLS session) to the other.
+    sender = sender_for_tests()
+    try:
+        async with recording_server() as server:
+            for host in ("a.example.test", "b.example.test", "a.example.test", "b.example.test"):
+                outcome = await sender.post(f"http://{host}:{server.port}/hook", b"{}", {})
+                assert outcome.status_code == 204
+    finally:
+        await sender.aclose()
+    assert len(server.requests) == 4
     assert server.connections == 2
 
 
-async def test_unpinned_request_when_guard_is_off() -> None:
-    async with recording_server() as server, new_pinned_client(timeout=5) as client:
-        url = f"http://127.0.0.1:{server.port}/hook"
-        request = build_pinned_request(client, "POST", url, None, content=b"{}", headers={})
-        assert request.url == httpx.URL(url)
-        assert (await client.send(request)).status_code == 204
+async def test_guard_off_connects_to_the_url_as_is() -> None:
+    sender = WebhookSender(allow_private=True, timeout_seconds=5)
+    try:
+        async with recording_server() as server:
+            outcome = await sender.post(f"http://127.0.0.1:{server.port}/hook", b"{}", {})
+    finally:
+        await sender.aclose()
+    assert outcome.status_code == 204
 
 
-async def test_pinned_client_does_not_follow_redirects() -> None:
+async def test_redirects_are_not_followed() -> None:
     status = b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data/"
-    async with recording_server(status) as server, new_pinned_client(timeout=5) as client:
-        url = f"http://hooks.example.test:{server.port}/hook"
-        target = ResolvedTarget("hooks.example.test", IPv4Address("127.0.0.1"), server.port)
-        request = build_pinned_request(client, "POST", url, target, content=b"{}", headers={})
-        response = await client.send(request)
-    assert response.status_code == 302
+    sender = sender_for_tests()
+    try:
+        async with recording_server(status) as server:
+            outcome = await sender.post(f"http://{HOOK_HOST}:{server.port}/hook", b"{}", {})
+    finally:
+        await sender.aclose()
+    assert outcome.status_code == 302
+    assert outcome.error == "HTTP 302"
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "url", ["http://a.example.test:80\\@127.0.0.1/", "http://user@a.example.test/"]
+)
+async def test_urls_parsers_disagree_about_are_refused(url: str) -> None:
+    sender = sender_for_tests()
+    try:
+        outcome = await sender.post(url, b"{}", {})
+    finally:
+        await sender.aclose()
+    assert outcome.error is not None
+    assert outcome.error.startswith("refused: ")
 
 
 def _tls_contexts(name: str, directory: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -455,33 +503,28 @@ def _tls_contexts(name: str, directory: Path) -> tuple[ssl.SSLContext, ssl.SSLCo
     return server, client
 
 
-async def _send_pinned_https(certificate_host: str, tmp_path: Path) -> tuple[Any, Any]:
-    """POST to https://hooks.example.test pinned to 127.0.0.1, served with a certificate for
-    `certificate_host`; returns the recording server and the response (or the exception)."""
+async def _send_https(certificate_host: str, tmp_path: Path) -> tuple[Any, Any]:
+    """POST to https://hooks.example.test (resolved to 127.0.0.1 by the sender's resolver),
+    served with a certificate for `certificate_host`; returns the server and the outcome."""
     server_tls, client_tls = _tls_contexts(certificate_host, tmp_path)
-    async with (
-        recording_server(tls=server_tls) as server,
-        new_pinned_client(timeout=5, verify=client_tls) as client,
-    ):
-        url = f"https://hooks.example.test:{server.port}/hook"
-        target = ResolvedTarget("hooks.example.test", IPv4Address("127.0.0.1"), server.port)
-        request = build_pinned_request(client, "POST", url, target, content=b"{}", headers={})
-        try:
-            outcome: Any = await client.send(request)
-        except httpx.ConnectError as exc:
-            outcome = exc
+    sender = sender_for_tests(ssl_context=client_tls)
+    try:
+        async with recording_server(tls=server_tls) as server:
+            outcome = await sender.post(f"https://{HOOK_HOST}:{server.port}/hook", b"{}", {})
+    finally:
+        await sender.aclose()
     return server, outcome
 
 
-async def test_pinned_https_verifies_the_url_host_and_sends_it_as_sni(tmp_path: Path) -> None:
-    server, response = await _send_pinned_https("hooks.example.test", tmp_path)
-    assert response.status_code == 204
-    assert server.server_names == ["hooks.example.test"]
-    assert f"\r\nHost: hooks.example.test:{server.port}\r\n".encode() in server.requests[0]
+async def test_https_verifies_the_url_host_and_sends_it_as_sni(tmp_path: Path) -> None:
+    server, outcome = await _send_https(HOOK_HOST, tmp_path)
+    assert outcome.status_code == 204, outcome
+    assert server.server_names == [HOOK_HOST]
+    assert f"\r\nHost: {HOOK_HOST}:{server.port}\r\n".encode() in server.requests[0]
 
 
-async def test_pinned_https_refuses_a_certificate_for_another_host(tmp_path: Path) -> None:
-    server, outcome = await _send_pinned_https("someone-else.example.test", tmp_path)
-    assert isinstance(outcome, httpx.ConnectError)
-    assert "certificate" in str(outcome)
+async def test_https_refuses_a_certificate_for_another_host(tmp_path: Path) -> None:
+    server, outcome = await _send_https("someone-else.example.test", tmp_path)
+    assert outcome.status_code is None
+    assert "certificate" in outcome.error.lower()
     assert server.requests == []
