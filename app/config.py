@@ -147,6 +147,13 @@ class Settings(BaseSettings):
         ge=1,
         validation_alias=AliasChoices("SWITCHBOARD_WORKER_THREADS", "worker_threads"),
     )
+    # Where a `switchboard worker` serves the Prometheus figures of all its processes; 0: off.
+    worker_metrics_port: int = Field(
+        default=9191,
+        ge=0,
+        le=65535,
+        validation_alias=AliasChoices("SWITCHBOARD_WORKER_METRICS_PORT", "worker_metrics_port"),
+    )
 
     @field_validator("rate_limit_per_key", "rate_limit_per_org")
     @classmethod

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
@@ -99,6 +99,7 @@ def create_app(
             if owns_resources:
                 await app.state.resources.aclose()
 
+    graphql = GraphQLEndpoint()
     app = Starlette(
         routes=[
             # First: the REST routes answer most requests, and are matched by one lookup.
@@ -106,7 +107,9 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
-            Route("/graphql", GraphQLEndpoint(), methods=["GET", "POST"]),
+            Route("/graphql", graphql, methods=["GET", "POST"]),
+            # graphql-transport-ws subscriptions (app/graphql/view.py).
+            WebSocketRoute("/graphql", graphql),
             Mount(STATIC_URL_PREFIX, StaticFiles(directory=STATIC_DIR), name="graphiql"),
         ],
         middleware=[Middleware(ObservabilityMiddleware, access_log=settings.access_log)],

@@ -98,8 +98,8 @@ async def serve_receiver(receipts: Receipts) -> asyncio.AbstractServer:
                 await writer.drain()
                 if not keep_alive:
                     break
-        except (asyncio.IncompleteReadError, ConnectionResetError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionResetError, asyncio.CancelledError):
+            pass  # the worker hung up, or the bench is shutting the receiver down
         finally:
             writer.close()
 
@@ -211,7 +211,7 @@ def parse_args() -> argparse.Namespace:
         default=os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     parser.add_argument(
-        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
+        "--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
     )
     return parser.parse_args()
 

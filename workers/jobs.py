@@ -10,8 +10,8 @@ from typing import Any
 
 import dramatiq
 
-from app.events.models import Event
 from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
+from app.kit import outbox
 from app.kit.jsonutil import dumps
 from app.webhooks import delivery
 from app.webhooks.sender import AttemptOutcome
@@ -22,24 +22,22 @@ from workers.runtime import JobBody, JobContext, JobRuntime, run_job
 async def fan_out_event(job: JobContext) -> datetime | None:
     (event_id,) = job.args
     runtime = job.runtime
-    async with runtime.resources.session(writes=True) as session:
-        event = await session.get(Event, event_id)
+    async with runtime.statements() as runner:
+        event = await delivery.load_event(runner, event_id)
         if event is None:
             return None
-        organization_id, body = event.organization_id, dumps(event_body(event))
-        await delivery.fan_out(session, event)
-        await job.settle(session, None)
-        await session.commit()
-    await runtime.resources.event_stream.publish(organization_id, body)
+        refs = await delivery.fan_out(runner, event)
+        await job.settle(runner, None)
+    outbox.relay(refs)
+    await runtime.resources.event_stream.publish(event.organization_id, dumps(event_body(event)))
     return None
 
 
 async def deliver_webhook(job: JobContext) -> datetime | None:
     (delivery_id,) = job.args
     runtime = job.runtime
-    settings = runtime.settings
-    async with runtime.resources.session(writes=False) as session:
-        target = await delivery.load_target(session, delivery_id)
+    async with runtime.statements(transaction=False) as runner:
+        target = await delivery.load_target(runner, delivery_id)
     if target is None:
         return None
     if not target.active:
@@ -51,9 +49,14 @@ async def deliver_webhook(job: JobContext) -> datetime | None:
     outcome = await delivery.send_attempt(runtime.sender, target)
     metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
     metrics.WEBHOOK_LATENCY.observe(outcome.duration_ms / 1000)
+    if outcome.success:
+        async with runtime.statements() as runner:
+            await delivery.record_success(runner, target, outcome)
+            await job.settle(runner, None)
+        return None
     async with runtime.resources.session(writes=True) as session:
-        again = await delivery.record_attempt(
-            session, target, outcome, retry_scale=settings.webhook_retry_scale
+        again = await delivery.record_failure(
+            session, target, outcome, retry_scale=runtime.settings.webhook_retry_scale
         )
         await job.settle(session, again)
         await session.commit()

@@ -3,7 +3,7 @@
 `JobRuntime` is Dramatiq middleware: as the worker boots (once the AsyncIO middleware has
 started its event loop thread, before any worker thread takes a message) it opens the
 database engine and the HTTP client on that loop, and starts the outbox sweep; it closes them
-before the worker shuts down.
+once the worker threads have stopped.
 
 `run_job` wraps every job: claim the outbox row, run the job body, then finish or reschedule
 the row. Bodies receive the runtime and the row's arguments, and return None when done or the
@@ -14,7 +14,8 @@ own retries, which Redis may lose), and counts towards parking.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from dramatiq.middleware import Middleware
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.db.runner import SessionRunner, StatementPool, StatementRunner
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.resources import Resources
@@ -45,14 +47,21 @@ class JobRuntime(Middleware):
         self.settings = settings
         self._resources: Resources | None = None
         self._sender: WebhookSender | None = None
+        self._statement_pool: StatementPool | None = None
+        # Actors this process can run; the sweep sends nothing else (see outbox.sweep).
+        self.known_actors: frozenset[str] = frozenset()
         self._sweeper: asyncio.Task[None] | None = None
 
     # Dramatiq hooks (called from the worker's main thread). "before" hooks run in middleware
     # order, so the AsyncIO middleware's loop exists; the worker threads do not yet.
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self.known_actors = frozenset(broker.get_declared_actors())
         _loop_thread().run_coroutine(self._open())
 
-    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        # After the worker threads finished their messages: a delivery in flight keeps its
+        # connection and database pool. "after" hooks run in reverse middleware order, so the
+        # AsyncIO middleware's loop is still running here.
         _loop_thread().run_coroutine(self._close())
 
     @property
@@ -67,8 +76,27 @@ class JobRuntime(Middleware):
             raise RuntimeError("the job runtime is not open (is the worker booted?)")
         return self._sender
 
+    @asynccontextmanager
+    async def statements(self, *, transaction: bool = True) -> AsyncIterator[StatementRunner]:
+        """A runner for a few hot statements, committed together when `transaction` is set
+        (app/db/runner.py): driver connections on PostgreSQL, a session elsewhere."""
+        if self._statement_pool is not None:
+            async with self._statement_pool.runner(transaction=transaction) as runner:
+                yield runner
+            return
+        async with self.resources.session(writes=True) as session:
+            yield SessionRunner(session)
+            await session.commit()
+
     async def _open(self) -> None:
         self._resources = Resources.from_settings(self.settings, serves_api=False)
+        engine = self._resources.engine
+        if engine is not None and engine.dialect.driver == "asyncpg":
+            # Every worker thread may hold one connection, plus the sweep.
+            size = self.settings.worker_threads + 1
+            pool = StatementPool(self.settings.database_url, engine.dialect, size)
+            await pool.open()
+            self._statement_pool = pool
         self._sender = WebhookSender(
             allow_private=self.settings.allow_private_webhook_urls,
             timeout_seconds=self.settings.webhook_timeout_seconds,
@@ -83,6 +111,9 @@ class JobRuntime(Middleware):
         if self._sender is not None:
             await self._sender.aclose()
             self._sender = None
+        if self._statement_pool is not None:
+            await self._statement_pool.close()
+            self._statement_pool = None
         if self._resources is not None:
             await self._resources.aclose()
             self._resources = None
@@ -100,7 +131,9 @@ class JobRuntime(Middleware):
     async def sweep_once(self) -> int:
         """Send due jobs the broker does not hold; returns how many were sent."""
         async with self.resources.session(writes=True) as session:
-            refs = await outbox.sweep(session, self.settings.outbox_redispatch_seconds)
+            refs = await outbox.sweep(
+                session, self.settings.outbox_redispatch_seconds, self.known_actors
+            )
             await session.commit()
             counts = await outbox.count_by_status(session)
         metrics.record_outbox(counts)
@@ -118,13 +151,15 @@ class JobContext:
     args: list[Any]
     settled: bool = False
 
-    async def settle(self, session: AsyncSession, again: datetime | None) -> None:
+    async def settle(self, runner: StatementRunner | AsyncSession, again: datetime | None) -> None:
         """Finish (or reschedule) the job inside the body's own last transaction: one commit
-        less per run. The body must then commit that session."""
+        less per run. The body must then commit that transaction."""
+        if isinstance(runner, AsyncSession):
+            runner = SessionRunner(runner)
         if again is None:
-            await outbox.finish(session, self.job_id)
+            await outbox.finish(runner, self.job_id)
         else:
-            await outbox.reschedule(session, self.job_id, again)
+            await outbox.reschedule(runner, self.job_id, again)
         self.settled = True
 
 
@@ -143,14 +178,13 @@ def _error_backoff(starts: int, settings: Settings) -> timedelta:
 async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
     """Claim, run, and finish (or reschedule) one outbox job."""
     settings = runtime.settings
-    async with runtime.resources.session(writes=True) as session:
+    async with runtime.statements() as runner:
         claimed = await outbox.claim(
-            session,
+            runner,
             job_id,
             lease_seconds=settings.job_lease_seconds,
             max_starts=settings.job_max_starts,
         )
-        await session.commit()
     if claimed is None:
         return
     context = JobContext(runtime, job_id, claimed.args)
@@ -159,12 +193,10 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
     except Exception as exc:
         logger.exception("job failed", job_id=job_id, actor=claimed.actor)
         metrics.JOB_FAILURES.labels(claimed.actor).inc()
-        async with runtime.resources.session(writes=True) as session:
+        async with runtime.statements() as runner:
             retry_at = utcnow() + _error_backoff(claimed.starts, settings)
-            await outbox.reschedule(session, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
-            await session.commit()
+            await outbox.reschedule(runner, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
         return
     if not context.settled:
-        async with runtime.resources.session(writes=True) as session:
-            await context.settle(session, again)
-            await session.commit()
+        async with runtime.statements() as runner:
+            await context.settle(runner, again)

@@ -20,6 +20,7 @@ import asyncpg
 from sqlalchemy import Select
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import UpdateBase
 
 from app.kit.jsonutil import loads
 
@@ -54,9 +55,10 @@ class _CompiledRead:
 
 
 class PreparedRead:
-    """One SELECT; rows answer attribute access by column key on every dialect."""
+    """One SELECT (or INSERT/UPDATE/DELETE, with or without RETURNING); rows answer attribute
+    access by column key on every dialect."""
 
-    def __init__(self, statement: Select[*tuple[Any, ...]]) -> None:
+    def __init__(self, statement: Select[*tuple[Any, ...]] | UpdateBase) -> None:
         self.statement = statement
         self._compiled: dict[str, _CompiledRead] = {}
 
@@ -72,12 +74,21 @@ class PreparedRead:
         bind_names: dict[Any, str] = compiled.bind_names
         if any(bind.expanding for bind in bind_names):
             raise ValueError("expanding (IN list) parameters are not supported in PreparedRead")
+        if compiled.insert_prefetch or compiled.update_prefetch:
+            # Python-side column defaults (onupdate=utcnow...) run in SQLAlchemy's execution,
+            # which the driver path skips: such columns must be given explicitly.
+            missing = [c.key for c in (*compiled.insert_prefetch, *compiled.update_prefetch)]
+            raise ValueError(f"give these columns explicitly in a PreparedRead: {missing}")
         processors = {}
         for bind, name in bind_names.items():
             processor = bind.type._cached_bind_processor(dialect)
             if processor is not None:
                 processors[name] = processor
-        columns = list(self.statement.selected_columns)
+        columns = list(
+            self.statement.selected_columns
+            if isinstance(self.statement, Select)
+            else self.statement.exported_columns
+        )
         keys = [str(column.key) for column in columns]
         result_processors = []
         for index, column in enumerate(columns):
@@ -116,9 +127,10 @@ class PreparedRead:
 READ_POOL = "switchboard.read_pool"
 
 
-class _NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
-    """Read-only borrowers change no session state, so skip asyncpg's reset round trip
-    (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL) on every release."""
+class NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Borrowers that change no session state (read-only requests, job statements that always
+    end their transactions) skip asyncpg's reset round trip (advisory unlock, CLOSE ALL,
+    UNLISTEN, RESET ALL) on every release."""
 
     def get_reset_query(self) -> str:
         return ""
@@ -147,8 +159,8 @@ class ReadPool:
             self.dsn,
             min_size=1,
             max_size=self._size,
-            connection_class=_NoResetConnection,
-            init=_set_json_codecs,
+            connection_class=NoResetConnection,
+            init=set_json_codecs,
         )
 
     def attach(self, session: AsyncSession) -> None:
@@ -163,7 +175,7 @@ class ReadPool:
             await self._pool.close()
 
 
-async def _set_json_codecs(connection: Any) -> None:
+async def set_json_codecs(connection: Any) -> None:
     # Values decode to what SQLAlchemy's asyncpg dialect returns (json_deserializer=orjson);
     # text format lets orjson parse straight from the driver with no Python wrapper per value.
     # Bind values arrive already serialized by SQLAlchemy's JSON bind processors.

@@ -19,6 +19,7 @@ from strawberry.tools import merge_types
 
 from app.graphql.auth import AuthMutation, AuthQuery
 from app.graphql.contacts import ContactMutation, ContactQuery
+from app.graphql.events import EventSubscription
 from app.graphql.execution import FastExecutionContext
 from app.graphql.planned import OperationPlan, compile_plan
 from app.graphql.webhooks import WebhookMutation, WebhookQuery
@@ -153,6 +154,7 @@ SAFETY_RULES = [
 
 Query = merge_types("Query", (ContactQuery, WebhookQuery, AuthQuery))
 Mutation = merge_types("Mutation", (ContactMutation, WebhookMutation, AuthMutation))
+Subscription = merge_types("Subscription", (EventSubscription,))
 
 
 DATETIME_UTC = strawberry.scalar(
@@ -171,6 +173,7 @@ def build_schema() -> strawberry.Schema:
     return strawberry.Schema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         config=StrawberryConfig(scalar_map={datetime: DATETIME_UTC}),
         # Objects whose selected fields are all plain attributes skip per-field resolvers.
         execution_context_class=FastExecutionContext,

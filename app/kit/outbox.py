@@ -16,17 +16,19 @@ Messages carry only the job id; the row is the truth. Jobs are named (`actor`), 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 import dramatiq
 import structlog
-from sqlalchemy import Table, bindparam, delete, event, func, or_, select, update
+from sqlalchemy import Table, bindparam, delete, event, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from app.db.prepared import PreparedRead
+from app.db.runner import StatementRunner
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 
@@ -37,6 +39,7 @@ PENDING, PARKED = "pending", "parked"
 _TO_RELAY = "switchboard.outbox.to_relay"
 MAX_ERROR_LENGTH = 2000
 SWEEP_BATCH = 500
+UNKNOWN_ACTOR_GRACE = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +107,15 @@ def set_dispatcher(dispatcher: Dispatcher | None) -> None:
     _dispatcher = dispatcher
 
 
-@event.listens_for(Session, "after_commit")
-def _relay_after_commit(session: Session) -> None:
-    refs = session.info.pop(_TO_RELAY, None)
+def relay(refs: Sequence[JobRef]) -> None:
+    """Hand committed jobs to this process's dispatcher (if any; the sweep covers the rest)."""
     if refs and _dispatcher is not None:
         _dispatcher(refs)
+
+
+@event.listens_for(Session, "after_commit")
+def _relay_after_commit(session: Session) -> None:
+    relay(session.info.pop(_TO_RELAY, ()))
 
 
 @event.listens_for(Session, "after_rollback")
@@ -116,8 +123,15 @@ def _forget_after_rollback(session: Session) -> None:
     session.info.pop(_TO_RELAY, None)
 
 
-async def sweep(session: AsyncSession, redispatch_after: float) -> list[JobRef]:
+async def sweep(
+    session: AsyncSession, redispatch_after: float, known_actors: Collection[str]
+) -> list[JobRef]:
     """Due jobs that nobody holds and the broker has not had recently, marked as sent now.
+
+    Only jobs of `known_actors` (those the sweeping worker declares) are sent: a message for
+    an actor no worker knows would be dropped by the consumer and re-sent by every sweep. A
+    job whose actor stays unknown for `UNKNOWN_ACTOR_GRACE` is parked (a newer worker that
+    knows it, mid-way through a rolling deploy, sends it before then).
 
     The caller commits, then dispatches the returned jobs. On PostgreSQL concurrent sweepers
     skip each other's rows (FOR UPDATE SKIP LOCKED).
@@ -128,6 +142,7 @@ async def sweep(session: AsyncSession, redispatch_after: float) -> list[JobRef]:
         select(OutboxJob.id, OutboxJob.actor, OutboxJob.queue)
         .where(
             OutboxJob.status == PENDING,
+            OutboxJob.actor.in_(list(known_actors)),
             OutboxJob.available_at <= now,
             or_(OutboxJob.dispatched_at.is_(None), OutboxJob.dispatched_at <= stale),
             or_(OutboxJob.locked_until.is_(None), OutboxJob.locked_until <= now),
@@ -144,6 +159,18 @@ async def sweep(session: AsyncSession, redispatch_after: float) -> list[JobRef]:
             .where(OutboxJob.id.in_([ref.id for ref in refs]))
             .values(dispatched_at=now)
         )
+    orphans = await session.execute(
+        update(OutboxJob)
+        .where(
+            OutboxJob.status == PENDING,
+            OutboxJob.actor.not_in(list(known_actors)),
+            OutboxJob.created_at <= now - UNKNOWN_ACTOR_GRACE,
+        )
+        .values(status=PARKED, last_error="no worker declares this actor")
+        .returning(OutboxJob.id, OutboxJob.actor)
+    )
+    for job_id, actor in orphans.all():
+        logger.error("job parked: unknown actor", job_id=job_id, actor=actor)
     return refs
 
 
@@ -159,9 +186,9 @@ class ClaimedJob:
 
 
 _JOBS = cast(Table, OutboxJob.__table__)
-# Hot-path statements, built once: plain Core on the table (no ORM bulk-update machinery),
-# values bound per call.
-_CLAIM = (
+# The worker's statements, built once and run by a StatementRunner (app/db/runner.py): on the
+# driver on PostgreSQL, through the session elsewhere.
+_CLAIM = PreparedRead(
     update(_JOBS)
     .where(
         _JOBS.c.id == bindparam("job_id"),
@@ -172,55 +199,100 @@ _CLAIM = (
     .values(starts=_JOBS.c.starts + 1, locked_until=bindparam("lease_end"))
     .returning(_JOBS.c.actor, _JOBS.c.args, _JOBS.c.starts)
 )
-_FINISH = delete(_JOBS).where(_JOBS.c.id == bindparam("job_id"))
+_FINISH = PreparedRead(delete(_JOBS).where(_JOBS.c.id == bindparam("job_id")))
+# A clean reschedule resets `starts`; one after an error keeps counting towards parking.
+_RESCHEDULE = PreparedRead(
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("job_id"))
+    .values(available_at=bindparam("at"), dispatched_at=None, locked_until=None, starts=0)
+)
+_RESCHEDULE_AFTER_ERROR = PreparedRead(
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("job_id"))
+    .values(
+        available_at=bindparam("at"),
+        dispatched_at=None,
+        locked_until=None,
+        last_error=bindparam("error"),
+    )
+)
+_PARK = PreparedRead(
+    update(_JOBS)
+    .where(_JOBS.c.id == bindparam("job_id"))
+    .values(status=PARKED, locked_until=None, last_error=bindparam("reason"))
+)
+
+
+_INSERT_DUE_JOB = PreparedRead(
+    insert(_JOBS).values(
+        {name: bindparam(name) for name in ("id", "actor", "queue", "args", "created_at")}
+        | {
+            "status": PENDING,
+            "starts": 0,
+            "available_at": bindparam("created_at"),
+            "dispatched_at": bindparam("created_at"),
+        }
+    )
+)
+
+
+async def schedule_many(
+    runner: StatementRunner, actor: str, args: Sequence[list[Any]], *, queue: str
+) -> list[JobRef]:
+    """`schedule` for statement runners: one due job per argument list, written in the
+    runner's transaction. The caller passes the result to `relay` once that commits."""
+    now = utcnow()
+    refs = [JobRef(str(uuid.uuid4()), actor, queue) for _ in args]
+    await runner.execute_many(
+        _INSERT_DUE_JOB,
+        [
+            {"id": ref.id, "actor": actor, "queue": queue, "args": each, "created_at": now}
+            for ref, each in zip(refs, args, strict=True)
+        ],
+    )
+    return refs
 
 
 async def claim(
-    session: AsyncSession, job_id: str, *, lease_seconds: float, max_starts: int
+    runner: StatementRunner, job_id: str, *, lease_seconds: float, max_starts: int
 ) -> ClaimedJob | None:
     """Take the job for one run, or None: finished, parked, not due, or held by another run.
 
     A job that has already started `max_starts` times without finishing is parked here.
     """
     now = utcnow()
-    result = await session.execute(
+    rows = await runner.fetch(
         _CLAIM,
         {"job_id": job_id, "now": now, "lease_end": now + timedelta(seconds=lease_seconds)},
     )
-    row = result.first()
-    if row is None:
+    if not rows:
         return None
-    actor, args, starts = row
+    actor, args, starts = rows[0]
     if starts > max_starts:
-        await park(session, job_id, f"started {starts - 1} times without finishing")
+        await park(runner, job_id, f"started {starts - 1} times without finishing")
         return None
     return ClaimedJob(job_id, actor, list(args), starts)
 
 
-async def finish(session: AsyncSession, job_id: str) -> None:
-    await session.execute(_FINISH, {"job_id": job_id})
+async def finish(runner: StatementRunner, job_id: str) -> None:
+    await runner.execute(_FINISH, {"job_id": job_id})
 
 
 async def reschedule(
-    session: AsyncSession, job_id: str, at: datetime, error: str | None = None
+    runner: StatementRunner, job_id: str, at: datetime, error: str | None = None
 ) -> None:
     """Run the job again at `at` (the sweep sends it then). A clean reschedule resets `starts`;
     one after an error keeps counting towards parking."""
-    values: dict[str, Any] = {"available_at": at, "dispatched_at": None, "locked_until": None}
     if error is None:
-        values["starts"] = 0
+        await runner.execute(_RESCHEDULE, {"job_id": job_id, "at": at})
     else:
-        values["last_error"] = error[:MAX_ERROR_LENGTH]
-    await session.execute(update(OutboxJob).where(OutboxJob.id == job_id).values(**values))
+        params = {"job_id": job_id, "at": at, "error": error[:MAX_ERROR_LENGTH]}
+        await runner.execute(_RESCHEDULE_AFTER_ERROR, params)
 
 
-async def park(session: AsyncSession, job_id: str, reason: str) -> None:
+async def park(runner: StatementRunner, job_id: str, reason: str) -> None:
     logger.error("job parked", job_id=job_id, reason=reason)
-    await session.execute(
-        update(OutboxJob)
-        .where(OutboxJob.id == job_id)
-        .values(status=PARKED, locked_until=None, last_error=reason[:MAX_ERROR_LENGTH])
-    )
+    await runner.execute(_PARK, {"job_id": job_id, "reason": reason[:MAX_ERROR_LENGTH]})
 
 
 async def count_by_status(session: AsyncSession) -> dict[str, int]:

@@ -16,11 +16,14 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 import structlog
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.db.prepared import PreparedRead
+from app.db.runner import StatementRunner
 from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
 from app.kit import outbox
@@ -46,6 +49,11 @@ GONE_REASON = "The endpoint answered 410 Gone"
 FAILING_REASON = "Every delivery failed for 5 days"
 
 
+_ATTEMPTS = cast(Table, WebhookDeliveryAttempt.__table__)
+_DELIVERIES = cast(Table, WebhookDelivery.__table__)
+_SUBSCRIPTIONS = cast(Table, WebhookSubscription.__table__)
+
+
 def new_delivery_id() -> str:
     return f"msg_{new_event_id()[4:]}"
 
@@ -62,33 +70,65 @@ def _new_delivery(event: Event, subscription: WebhookSubscription) -> WebhookDel
     )
 
 
-async def fan_out(session: AsyncSession, event: Event) -> int:
-    """One delivery (and its job) per active subscription of the event's organization that
-    names the event type. Returns how many were created by this run."""
-    subscriptions = (
-        await session.scalars(
-            select(WebhookSubscription).where(
-                WebhookSubscription.organization_id == event.organization_id,
-                WebhookSubscription.is_active.is_(True),
-            )
-        )
-    ).all()
-    already = set(
-        (
-            await session.scalars(
-                select(WebhookDelivery.subscription_id).where(WebhookDelivery.event_id == event.id)
-            )
-        ).all()
+_EVENT = PreparedRead(
+    select(
+        Event.id, Event.type, Event.created_at, Event.organization_id, Event.livemode, Event.data
+    ).where(Event.id == bindparam("event_id"))
+)
+_SUBSCRIBERS = PreparedRead(
+    select(WebhookSubscription.id, WebhookSubscription.events).where(
+        WebhookSubscription.organization_id == bindparam("organization_id"),
+        WebhookSubscription.is_active.is_(True),
     )
-    created = 0
-    for subscription in subscriptions:
-        if event.type not in subscription.events or subscription.id in already:
-            continue
-        delivery = _new_delivery(event, subscription)
-        session.add(delivery)
-        outbox.schedule(session, DELIVER_ACTOR, delivery.id, queue=WEBHOOKS_QUEUE)
-        created += 1
-    return created
+)
+_DELIVERED_TO = PreparedRead(
+    select(WebhookDelivery.subscription_id).where(WebhookDelivery.event_id == bindparam("event_id"))
+)
+_DELIVERY_COLUMNS = ("id", "organization_id", "subscription_id", "event_id", "event_type")
+_INSERT_DELIVERY = PreparedRead(
+    insert(_DELIVERIES).values(
+        {name: bindparam(name) for name in _DELIVERY_COLUMNS}
+        | {
+            "status": PENDING,
+            "attempt_count": 0,
+            "created_at": bindparam("now"),
+            "updated_at": bindparam("now"),
+        }
+    )
+)
+
+
+async def load_event(runner: StatementRunner, event_id: str) -> Any | None:
+    """The event's columns by name (what `event_body` reads), or None."""
+    rows = await runner.fetch(_EVENT, {"event_id": event_id})
+    return rows[0] if rows else None
+
+
+async def fan_out(runner: StatementRunner, event: Any) -> list[outbox.JobRef]:
+    """One delivery (and its job) per active subscription of the event's organization that
+    names the event type, in the runner's transaction. Returns the jobs to relay once it
+    commits; a second run creates nothing for subscriptions that already have a delivery."""
+    subscriptions = await runner.fetch(_SUBSCRIBERS, {"organization_id": event.organization_id})
+    already = {
+        row.subscription_id for row in await runner.fetch(_DELIVERED_TO, {"event_id": event.id})
+    }
+    now = utcnow()
+    rows = [
+        {
+            "id": new_delivery_id(),
+            "organization_id": event.organization_id,
+            "subscription_id": subscription.id,
+            "event_id": event.id,
+            "event_type": event.type,
+            "now": now,
+        }
+        for subscription in subscriptions
+        if event.type in subscription.events and subscription.id not in already
+    ]
+    await runner.execute_many(_INSERT_DELIVERY, rows)
+    return await outbox.schedule_many(
+        runner, DELIVER_ACTOR, [[row["id"]] for row in rows], queue=WEBHOOKS_QUEUE
+    )
 
 
 async def queue_test_event(
@@ -152,38 +192,40 @@ def next_attempt_delay(attempt: int, outcome: AttemptOutcome, scale: float) -> f
 # --- the delivery job ----------------------------------------------------------------------
 
 
-async def load_target(session: AsyncSession, delivery_id: str) -> DeliveryTarget | None:
+_TARGET = PreparedRead(
+    select(
+        WebhookDelivery.attempt_count,
+        WebhookDelivery.subscription_id,
+        WebhookSubscription.url,
+        WebhookSubscription.secret,
+        WebhookSubscription.previous_secret,
+        WebhookSubscription.previous_secret_expires_at,
+        WebhookSubscription.is_active,
+        WebhookSubscription.failing_since,
+        Event.id,
+        Event.type,
+        Event.created_at,
+        Event.organization_id,
+        Event.livemode,
+        Event.data,
+    )
+    .join(WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id)
+    .join(Event, Event.id == WebhookDelivery.event_id)
+    .where(WebhookDelivery.id == bindparam("delivery_id"), WebhookDelivery.status == PENDING)
+)
+
+
+async def load_target(runner: StatementRunner, delivery_id: str) -> DeliveryTarget | None:
     """What the next attempt sends (one read), or None when there is nothing to send any more.
 
     `target.active` is False when the subscription was switched off meanwhile: the caller then
     closes the delivery (`close_inactive`) instead of sending, as inactive subscriptions
     receive nothing.
     """
-    row = (
-        await session.execute(
-            select(
-                WebhookDelivery.attempt_count,
-                WebhookDelivery.subscription_id,
-                WebhookSubscription.url,
-                WebhookSubscription.secret,
-                WebhookSubscription.previous_secret,
-                WebhookSubscription.previous_secret_expires_at,
-                WebhookSubscription.is_active,
-                WebhookSubscription.failing_since,
-                Event.id,
-                Event.type,
-                Event.created_at,
-                Event.organization_id,
-                Event.livemode,
-                Event.data,
-            )
-            .join(WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id)
-            .join(Event, Event.id == WebhookDelivery.event_id)
-            .where(WebhookDelivery.id == delivery_id, WebhookDelivery.status == PENDING)
-        )
-    ).first()
-    if row is None:
+    rows = await runner.fetch(_TARGET, {"delivery_id": delivery_id})
+    if not rows:
         return None
+    row = rows[0]
     secrets = [row.secret]
     expires = row.previous_secret_expires_at
     if row.previous_secret and expires is not None and expires > utcnow():
@@ -211,54 +253,81 @@ async def close_inactive(session: AsyncSession, target: DeliveryTarget) -> None:
     )
 
 
-async def _record_success(
-    session: AsyncSession, target: DeliveryTarget, outcome: AttemptOutcome
-) -> None:
-    """The common case in plain statements: no ORM loads on the hot path."""
-    now = utcnow()
-    await session.execute(
-        insert(WebhookDeliveryAttempt).values(
-            id=new_id(),
-            organization_id=target.organization_id,
-            subscription_id=target.subscription_id,
-            delivery_id=target.delivery_id,
-            event_id=target.event_id,
-            event_type=target.event_type,
-            attempt=target.attempt,
-            status_code=outcome.status_code,
-            success=True,
-            duration_ms=outcome.duration_ms,
-            error=None,
-            response_body=outcome.response_body,
-            created_at=now,
-        )
+_INSERT_SUCCESS = PreparedRead(
+    insert(_ATTEMPTS).values(
+        {
+            column: bindparam(column)
+            for column in (
+                "id",
+                "organization_id",
+                "subscription_id",
+                "delivery_id",
+                "event_id",
+                "event_type",
+                "attempt",
+                "status_code",
+                "duration_ms",
+                "response_body",
+                "created_at",
+            )
+        }
+        | {"success": True, "error": None}
     )
-    await session.execute(
-        update(WebhookDelivery)
-        .where(WebhookDelivery.id == target.delivery_id, WebhookDelivery.status == PENDING)
-        .values(
-            status=SUCCEEDED, attempt_count=target.attempt, next_attempt_at=None, updated_at=now
-        )
+)
+_MARK_SUCCEEDED = PreparedRead(
+    update(_DELIVERIES)
+    .where(_DELIVERIES.c.id == bindparam("delivery_id"), _DELIVERIES.c.status == PENDING)
+    .values(
+        status=SUCCEEDED,
+        attempt_count=bindparam("attempt"),
+        next_attempt_at=None,
+        updated_at=bindparam("now"),
+    )
+)
+_CLEAR_FAILING = PreparedRead(
+    update(_SUBSCRIPTIONS)
+    .where(_SUBSCRIPTIONS.c.id == bindparam("subscription_id"))
+    .values(failing_since=None, updated_at=bindparam("now"))
+)
+
+
+async def record_success(
+    runner: StatementRunner, target: DeliveryTarget, outcome: AttemptOutcome
+) -> None:
+    """The common case, in statements built once (no ORM on the hot path)."""
+    now = utcnow()
+    await runner.execute(
+        _INSERT_SUCCESS,
+        {
+            "id": new_id(),
+            "organization_id": target.organization_id,
+            "subscription_id": target.subscription_id,
+            "delivery_id": target.delivery_id,
+            "event_id": target.event_id,
+            "event_type": target.event_type,
+            "attempt": target.attempt,
+            "status_code": outcome.status_code,
+            "duration_ms": outcome.duration_ms,
+            "response_body": outcome.response_body,
+            "created_at": now,
+        },
+    )
+    await runner.execute(
+        _MARK_SUCCEEDED, {"delivery_id": target.delivery_id, "attempt": target.attempt, "now": now}
     )
     if target.failing:
-        await session.execute(
-            update(WebhookSubscription)
-            .where(WebhookSubscription.id == target.subscription_id)
-            .values(failing_since=None)
-        )
+        params = {"subscription_id": target.subscription_id, "now": now}
+        await runner.execute(_CLEAR_FAILING, params)
 
 
-async def record_attempt(
+async def record_failure(
     session: AsyncSession,
     target: DeliveryTarget,
     outcome: AttemptOutcome,
     *,
     retry_scale: float,
 ) -> datetime | None:
-    """Store the attempt and its consequences; the time of the next attempt, or None."""
-    if outcome.success:
-        await _record_success(session, target, outcome)
-        return None
+    """Store a failed attempt and its consequences; the time of the next attempt, or None."""
     delivery = await session.get(WebhookDelivery, target.delivery_id)
     if delivery is None or delivery.status != PENDING:
         return None

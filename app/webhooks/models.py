@@ -50,7 +50,8 @@ class WebhookDelivery(TimestampMixin, Base):
     subscription_id: Mapped[str] = mapped_column(
         ForeignKey("webhook_subscriptions.id", ondelete="CASCADE"), index=True
     )
-    event_id: Mapped[str] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"))
+    # Indexed: fan-out looks deliveries up by event (the unique key leads with subscription).
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id", ondelete="CASCADE"), index=True)
     event_type: Mapped[str] = mapped_column(String(64))
     # pending → succeeded | failed (retries exhausted, 410, or subscription disabled/inactive)
     status: Mapped[str] = mapped_column(String(16), default="pending")

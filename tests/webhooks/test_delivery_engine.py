@@ -296,6 +296,44 @@ async def test_a_job_that_keeps_failing_is_parked(engine: Engine) -> None:
         assert job.last_error is not None
 
 
+async def test_a_job_no_worker_knows_is_never_sent_and_parked_after_the_grace(
+    engine: Engine,
+) -> None:
+    outbox.set_dispatcher(None)  # written only: the sweep alone decides what is sent
+    try:
+        async with engine.sessionmaker() as session:
+            fresh = outbox.schedule(session, "campaigns.unknown", queue="campaigns")
+            old = outbox.schedule(session, "campaigns.unknown", queue="campaigns")
+            await session.commit()
+        async with engine.sessionmaker() as session:  # never relayed, and created long ago
+            await session.execute(
+                update(OutboxJob).where(OutboxJob.id.in_([fresh, old])).values(dispatched_at=None)
+            )
+            await session.execute(
+                update(OutboxJob)
+                .where(OutboxJob.id == old)
+                .values(created_at=utcnow() - outbox.UNKNOWN_ACTOR_GRACE - timedelta(minutes=1))
+            )
+            await session.commit()
+
+        async def old_is_parked() -> bool:
+            async with engine.sessionmaker() as session:
+                job = await session.get(OutboxJob, old)
+                return job is not None and job.status == "parked"
+
+        await eventually(old_is_parked)
+        async with engine.sessionmaker() as session:
+            parked = await session.get(OutboxJob, old)
+            waiting = await session.get(OutboxJob, fresh)
+        assert parked is not None
+        assert parked.last_error == "no worker declares this actor"
+        assert waiting is not None
+        assert waiting.status == "pending"
+        assert waiting.dispatched_at is None  # the sweep never handed it to the broker
+    finally:
+        outbox.set_dispatcher(outbox.broker_dispatcher)
+
+
 async def test_410_disables_the_subscription_and_records_it(engine: Engine) -> None:
     tenant = await engine.tenants.organization()
     with running_receiver() as receiver:
