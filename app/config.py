@@ -147,6 +147,14 @@ class Settings(BaseSettings):
         ge=1,
         validation_alias=AliasChoices("SWITCHBOARD_WORKER_THREADS", "worker_threads"),
     )
+    # Jobs a worker process runs straight away on its own event loop when it created them
+    # itself (a fan-out's deliveries), instead of a round trip through the broker; beyond this
+    # many in flight they go through the broker. 0: always through the broker.
+    worker_local_jobs: int = Field(
+        default=64,
+        ge=0,
+        validation_alias=AliasChoices("SWITCHBOARD_WORKER_LOCAL_JOBS", "worker_local_jobs"),
+    )
     # Where a `switchboard worker` serves the Prometheus figures of all its processes; 0: off.
     worker_metrics_port: int = Field(
         default=9191,

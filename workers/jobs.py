@@ -5,6 +5,7 @@ Messages carry an outbox job id only (app/kit/outbox.py); the arguments live in 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,7 @@ async def fan_out_event(job: JobContext) -> datetime | None:
             return None
         refs = await delivery.fan_out(runner, event)
         await job.settle(runner, None)
-    outbox.relay(refs)
+    hand_over(runtime, refs)
     await runtime.resources.event_stream.publish(event.organization_id, dumps(event_body(event)))
     return None
 
@@ -50,9 +51,10 @@ async def deliver_webhook(job: JobContext) -> datetime | None:
     metrics.WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
     metrics.WEBHOOK_LATENCY.observe(outcome.duration_ms / 1000)
     if outcome.success:
-        async with runtime.statements() as runner:
-            await delivery.record_success(runner, target, outcome)
-            await job.settle(runner, None)
+        # One statement on the driver; one session transaction elsewhere: atomic either way.
+        async with runtime.statements(transaction=False) as runner:
+            await delivery.record_success_and_finish(runner, target, outcome, job.job_id)
+            job.settled = True
         return None
     async with runtime.resources.session(writes=True) as session:
         again = await delivery.record_failure(
@@ -71,6 +73,14 @@ def _outcome_label(outcome: AttemptOutcome) -> str:
     if outcome.error and outcome.error.startswith("refused"):
         return "refused"
     return "network_error"
+
+
+def hand_over(runtime: JobRuntime, refs: Sequence[outbox.JobRef]) -> None:
+    """Jobs this process just committed: run what fits on this process, relay the rest."""
+    room = runtime.local_room()
+    for ref in refs[:room]:
+        runtime.run_locally(run_job(runtime, ref.id, JOBS[ref.actor][1]))
+    outbox.relay(refs[room:])
 
 
 JOBS: dict[str, tuple[str, JobBody]] = {

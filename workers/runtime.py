@@ -48,6 +48,8 @@ class JobRuntime(Middleware):
         self._resources: Resources | None = None
         self._sender: WebhookSender | None = None
         self._statement_pool: StatementPool | None = None
+        # Jobs started on this process's loop by `run_locally`, awaited before closing.
+        self._local_jobs: set[asyncio.Task[None]] = set()
         # Actors this process can run; the sweep sends nothing else (see outbox.sweep).
         self.known_actors: frozenset[str] = frozenset()
         self._sweeper: asyncio.Task[None] | None = None
@@ -78,8 +80,9 @@ class JobRuntime(Middleware):
 
     @asynccontextmanager
     async def statements(self, *, transaction: bool = True) -> AsyncIterator[StatementRunner]:
-        """A runner for a few hot statements, committed together when `transaction` is set
-        (app/db/runner.py): driver connections on PostgreSQL, a session elsewhere."""
+        """A runner for a few hot statements (app/db/runner.py): a driver connection on
+        PostgreSQL, whose statements commit together when `transaction` is set and one by one
+        otherwise; elsewhere a session, always one transaction committed at the end."""
         if self._statement_pool is not None:
             async with self._statement_pool.runner(transaction=transaction) as runner:
                 yield runner
@@ -103,7 +106,28 @@ class JobRuntime(Middleware):
         )
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
+    def local_room(self) -> int:
+        """How many more jobs `run_locally` may start now."""
+        return max(0, self.settings.worker_local_jobs - len(self._local_jobs))
+
+    def run_locally(self, job: Awaitable[None]) -> None:
+        """Run a job this process just committed on its own loop, skipping the broker round trip.
+
+        The job is still an outbox row claimed under a lease: if this process dies, the sweep
+        sends it through the broker like any other.
+        """
+        task = asyncio.ensure_future(job)
+        self._local_jobs.add(task)
+        task.add_done_callback(self._local_jobs.discard)
+
     async def _close(self) -> None:
+        if self._local_jobs:
+            # Let deliveries in flight finish (each is bounded by the webhook timeout).
+            _, pending = await asyncio.wait(
+                set(self._local_jobs), timeout=self.settings.webhook_timeout_seconds + 5
+            )
+            for task in pending:
+                task.cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
@@ -178,7 +202,8 @@ def _error_backoff(starts: int, settings: Settings) -> timedelta:
 async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
     """Claim, run, and finish (or reschedule) one outbox job."""
     settings = runtime.settings
-    async with runtime.statements() as runner:
+    # Single statements (the claim, a park, a reschedule) commit on their own.
+    async with runtime.statements(transaction=False) as runner:
         claimed = await outbox.claim(
             runner,
             job_id,
@@ -193,10 +218,10 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
     except Exception as exc:
         logger.exception("job failed", job_id=job_id, actor=claimed.actor)
         metrics.JOB_FAILURES.labels(claimed.actor).inc()
-        async with runtime.statements() as runner:
+        async with runtime.statements(transaction=False) as runner:
             retry_at = utcnow() + _error_backoff(claimed.starts, settings)
             await outbox.reschedule(runner, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
         return
     if not context.settled:
-        async with runtime.statements() as runner:
+        async with runtime.statements(transaction=False) as runner:
             await context.settle(runner, again)

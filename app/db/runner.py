@@ -23,6 +23,9 @@ from app.db.prepared import NoResetConnection, PreparedRead, set_json_codecs
 
 
 class StatementRunner(Protocol):
+    # True where several writes can be one statement (data-modifying CTEs: PostgreSQL).
+    combines_writes: bool
+
     async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]: ...
 
     async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> None: ...
@@ -37,20 +40,32 @@ class SessionRunner:
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        self._dialect = session.get_bind().dialect
+        self.combines_writes = self._dialect.name == "postgresql"
+
+    def _own(self, statement: PreparedRead, params: dict[str, Any]) -> dict[str, Any]:
+        # Only the statement's own bound names: SQLAlchemy turns any other key that names a
+        # column into an extra SET/VALUES entry of an UPDATE/INSERT.
+        names = statement.compiled(self._dialect).positions
+        return {name: value for name, value in params.items() if name in names}
 
     async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]:
-        return list((await self.session.execute(statement.statement, params)).all())
+        result = await self.session.execute(statement.statement, self._own(statement, params))
+        return list(result.all())
 
     async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> None:
-        await self.session.execute(statement.statement, params)
+        await self.session.execute(statement.statement, self._own(statement, params))
 
     async def execute_many(self, statement: PreparedRead, params: Sequence[dict[str, Any]]) -> None:
         if params:
-            await self.session.execute(statement.statement, list(params))
+            rows = [self._own(statement, each) for each in params]
+            await self.session.execute(statement.statement, rows)
 
 
 class DriverRunner:
     """Statements on one asyncpg connection (in its transaction, if one is open)."""
+
+    combines_writes = True  # PostgreSQL
 
     def __init__(self, connection: Any, dialect: Dialect) -> None:
         self._connection = connection

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import dramatiq
 import structlog
-from sqlalchemy import Table, bindparam, delete, event, func, insert, or_, select, update
+from sqlalchemy import CTE, Table, bindparam, delete, event, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -200,6 +200,13 @@ _CLAIM = PreparedRead(
     .returning(_JOBS.c.actor, _JOBS.c.args, _JOBS.c.starts)
 )
 _FINISH = PreparedRead(delete(_JOBS).where(_JOBS.c.id == bindparam("job_id")))
+
+
+def finish_with(*writes: CTE) -> PreparedRead:
+    """Finishing a job together with data-modifying CTEs (PostgreSQL): one atomic statement."""
+    return PreparedRead(delete(_JOBS).where(_JOBS.c.id == bindparam("job_id")).add_cte(*writes))
+
+
 # A clean reschedule resets `starts`; one after an error keeps counting towards parking.
 _RESCHEDULE = PreparedRead(
     update(_JOBS)

@@ -253,28 +253,25 @@ async def close_inactive(session: AsyncSession, target: DeliveryTarget) -> None:
     )
 
 
-_INSERT_SUCCESS = PreparedRead(
-    insert(_ATTEMPTS).values(
-        {
-            column: bindparam(column)
-            for column in (
-                "id",
-                "organization_id",
-                "subscription_id",
-                "delivery_id",
-                "event_id",
-                "event_type",
-                "attempt",
-                "status_code",
-                "duration_ms",
-                "response_body",
-                "created_at",
-            )
-        }
-        | {"success": True, "error": None}
-    )
+_INSERT_SUCCESS = insert(_ATTEMPTS).values(
+    {
+        column: bindparam(column)
+        for column in (
+            "id",
+            "organization_id",
+            "subscription_id",
+            "delivery_id",
+            "event_id",
+            "event_type",
+            "attempt",
+            "status_code",
+            "duration_ms",
+            "response_body",
+        )
+    }
+    | {"success": True, "error": None, "created_at": bindparam("now")}
 )
-_MARK_SUCCEEDED = PreparedRead(
+_MARK_SUCCEEDED = (
     update(_DELIVERIES)
     .where(_DELIVERIES.c.id == bindparam("delivery_id"), _DELIVERIES.c.status == PENDING)
     .values(
@@ -284,40 +281,50 @@ _MARK_SUCCEEDED = PreparedRead(
         updated_at=bindparam("now"),
     )
 )
-_CLEAR_FAILING = PreparedRead(
+_CLEAR_FAILING = (
     update(_SUBSCRIPTIONS)
-    .where(_SUBSCRIPTIONS.c.id == bindparam("subscription_id"))
+    .where(
+        _SUBSCRIPTIONS.c.id == bindparam("subscription_id"),
+        _SUBSCRIPTIONS.c.failing_since.is_not(None),
+    )
     .values(failing_since=None, updated_at=bindparam("now"))
+)
+_SUCCESS_STEPS = tuple(
+    PreparedRead(step) for step in (_INSERT_SUCCESS, _MARK_SUCCEEDED, _CLEAR_FAILING)
+)
+# Where data-modifying CTEs exist (PostgreSQL): the three steps and the job's finish in one
+# statement, one round trip and one commit.
+_SUCCESS_AND_FINISH = outbox.finish_with(
+    _INSERT_SUCCESS.cte("attempt"), _MARK_SUCCEEDED.cte("marked"), _CLEAR_FAILING.cte("cleared")
 )
 
 
-async def record_success(
-    runner: StatementRunner, target: DeliveryTarget, outcome: AttemptOutcome
+async def record_success_and_finish(
+    runner: StatementRunner, target: DeliveryTarget, outcome: AttemptOutcome, job_id: str
 ) -> None:
-    """The common case, in statements built once (no ORM on the hot path)."""
-    now = utcnow()
-    await runner.execute(
-        _INSERT_SUCCESS,
-        {
-            "id": new_id(),
-            "organization_id": target.organization_id,
-            "subscription_id": target.subscription_id,
-            "delivery_id": target.delivery_id,
-            "event_id": target.event_id,
-            "event_type": target.event_type,
-            "attempt": target.attempt,
-            "status_code": outcome.status_code,
-            "duration_ms": outcome.duration_ms,
-            "response_body": outcome.response_body,
-            "created_at": now,
-        },
-    )
-    await runner.execute(
-        _MARK_SUCCEEDED, {"delivery_id": target.delivery_id, "attempt": target.attempt, "now": now}
-    )
-    if target.failing:
-        params = {"subscription_id": target.subscription_id, "now": now}
-        await runner.execute(_CLEAR_FAILING, params)
+    """The common case, in statements built once (no ORM on the hot path), finishing the job
+    with it: one statement where writes combine, otherwise several that the caller runs in
+    one transaction (a SessionRunner's session)."""
+    params = {
+        "id": new_id(),
+        "organization_id": target.organization_id,
+        "subscription_id": target.subscription_id,
+        "delivery_id": target.delivery_id,
+        "event_id": target.event_id,
+        "event_type": target.event_type,
+        "attempt": target.attempt,
+        "status_code": outcome.status_code,
+        "duration_ms": outcome.duration_ms,
+        "response_body": outcome.response_body,
+        "now": utcnow(),
+        "job_id": job_id,
+    }
+    if runner.combines_writes:
+        await runner.execute(_SUCCESS_AND_FINISH, params)
+        return
+    for step in _SUCCESS_STEPS:
+        await runner.execute(step, params)
+    await outbox.finish(runner, job_id)
 
 
 async def record_failure(

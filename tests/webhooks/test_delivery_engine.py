@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -118,9 +119,11 @@ def engine_settings(url: str, tmp_path: Path, **overrides: Any) -> Settings:
     return make_settings(url, tmp_path, **values)
 
 
-@pytest.fixture
-async def engine(committed_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
-    settings = engine_settings(committed_url, tmp_path)
+@asynccontextmanager
+async def running_engine(
+    committed_url: str, tmp_path: Path, **overrides: Any
+) -> AsyncIterator[Engine]:
+    settings = engine_settings(committed_url, tmp_path, **overrides)
     database = create_engine(committed_url, pool_size=2)
     sessionmaker = create_sessionmaker(database)
     broker, _runtime = install_job_engine(settings)
@@ -140,6 +143,12 @@ async def engine(committed_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
             await session.execute(delete(OutboxJob))
             await session.commit()
         await database.dispose()
+
+
+@pytest.fixture
+async def engine(committed_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    async with running_engine(committed_url, tmp_path) as running:
+        yield running
 
 
 async def wait_for(receiver: Receiver, count: int, seconds: float = 10.0) -> list[Any]:
@@ -250,6 +259,34 @@ async def test_inactive_subscriptions_and_other_organizations_receive_nothing(
         assert inactive.requests == []
         assert theirs.requests == []
     assert await engine.deliveries(unsubscribed.id) == []
+
+
+@pytest.mark.parametrize(("local_jobs", "through_broker"), [(64, False), (0, True)])
+async def test_a_fan_out_runs_its_deliveries_itself_while_it_has_room(
+    committed_url: str, tmp_path: Path, local_jobs: int, through_broker: bool
+) -> None:
+    """A worker starts the deliveries it fanned out on its own loop (no broker round trip);
+    with no room (`worker_local_jobs` 0) they go through the broker. Both arrive signed."""
+    relayed: list[str] = []
+
+    def recording_dispatcher(refs: Sequence[outbox.JobRef]) -> None:
+        relayed.extend(ref.actor for ref in refs)
+        outbox.broker_dispatcher(refs)
+
+    async with running_engine(committed_url, tmp_path, worker_local_jobs=local_jobs) as engine:
+        outbox.set_dispatcher(recording_dispatcher)
+        tenant = await engine.tenants.organization()
+        with running_receiver() as receiver:
+            subscriptions = [
+                await engine.subscribe(tenant, receiver.url, ["lead.created"]) for _ in range(3)
+            ]
+            await engine.create_contact(tenant)
+            received = await wait_for(receiver, 3)
+    assert {request.headers["webhook-id"] for request in received} == {
+        delivery.id for s in subscriptions for delivery in await engine.deliveries(s.id)
+    }
+    expected = ["events.fan_out"] + (["webhooks.deliver"] * 3 if through_broker else [])
+    assert relayed == expected
 
 
 async def test_a_job_lost_between_commit_and_enqueue_is_swept(engine: Engine) -> None:
