@@ -95,8 +95,10 @@ class JobRuntime(Middleware):
         self._resources = Resources.from_settings(self.settings, serves_api=False)
         engine = self._resources.engine
         if engine is not None and engine.dialect.driver == "asyncpg":
-            # Every worker thread may hold one connection, plus the sweep.
-            size = self.settings.worker_threads + 1
+            # Every worker thread may hold one connection, plus the sweep, plus local jobs:
+            # those hold one only for their statements (never across an HTTP call), so a
+            # fraction of them keeps the pool from becoming the queue.
+            size = self.settings.worker_threads + 1 + min(self.settings.worker_local_jobs, 16)
             pool = StatementPool(self.settings.database_url, engine.dialect, size)
             await pool.open()
             self._statement_pool = pool
