@@ -6,13 +6,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from rest_compat import contacts, webhooks
+from rest_compat import agents, calls, channels, contacts, inbox, quick_replies, webhooks
 from rest_compat.endpoint import Operation
 from rest_compat.errors import json_response
 from rest_compat.openapi import build_openapi
 from rest_compat.router import RestRoutes
 
-OPERATIONS: tuple[Operation, ...] = (*contacts.OPERATIONS, *webhooks.OPERATIONS)
+OPERATIONS: tuple[Operation, ...] = (
+    *agents.OPERATIONS,
+    *calls.OPERATIONS,
+    *channels.OPERATIONS,
+    *contacts.OPERATIONS,
+    *inbox.OPERATIONS,
+    *quick_replies.OPERATIONS,
+    *webhooks.OPERATIONS,
+)
 
 
 async def openapi_document(_request: Request) -> Response:

@@ -102,6 +102,9 @@ class Operation:
     envelope: str | None = None
     # Statuses the handler itself can answer with (401/403/429/500 are added to all).
     errors: tuple[int, ...] = field(default=())
+    # Other success statuses answered with the same body (POST /inbox/tickets: 200 when the
+    # contact's open ticket is returned instead of a new one, 201).
+    other_successes: tuple[int, ...] = field(default=())
 
     @property
     def writes(self) -> bool:

@@ -22,7 +22,10 @@ _AUTH_ERROR = {
             "type": "object",
             "required": ["code", "message", "type"],
             "properties": {
-                "code": {"type": "string", "enum": ["invalid_api_key", "insufficient_scope"]},
+                "code": {
+                    "type": "string",
+                    "enum": ["invalid_api_key", "insufficient_scope", "livemode_mismatch"],
+                },
                 "message": {"type": "string"},
                 "type": {"type": "string", "const": "authentication_error"},
             },
@@ -194,6 +197,8 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
             if op.envelope:
                 body = _envelope(op.envelope, body)
         responses[str(op.status_code)] = {"description": "Success", "content": _json(body)}
+        for status in op.other_successes:
+            responses[str(status)] = {"description": "Success", "content": _json(body)}
     # Every route can answer 400 (organization_id header rule), 401, 403, 429 and 500.
     statuses = {*op.errors, 400, 401, 403, 429, 500}
     if (op.request_model or op.query_model) and op.style is ErrorStyle.DETAIL:

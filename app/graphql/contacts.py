@@ -12,10 +12,12 @@ from strawberry.types import Info
 from app.auth.scopes import Scope
 from app.contacts import service
 from app.contacts.schemas import ContactCreate, ContactUpdate
+from app.graphql.calls import CallLog, load_recent_calls
 from app.graphql.context import Context
-from app.graphql.errors import UserError, as_graphql_error, user_errors
+from app.graphql.errors import UserError, user_errors
+from app.graphql.inbox import Ticket, open_ticket_loader
 from app.graphql.inputs import provided
-from app.graphql.pagination import Connection, cursor_params, page_info
+from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.kit.errors import DomainError, NotFound
@@ -33,6 +35,17 @@ class Contact:
     custom_fields: JSON | None
     created_at: datetime
     updated_at: datetime
+
+    @strawberry.field(
+        extensions=requires(Scope.CALLS_READ),
+        description="The contact's newest calls first (limit 1 to 20); batched per response.",
+    )
+    async def recent_calls(self, info: Info[Context, None], limit: int = 5) -> list[CallLog]:
+        return await load_recent_calls(info.context, self.id, limit)
+
+    @strawberry.field(description="The contact's open inbox ticket; batched per response.")
+    async def open_ticket(self, info: Info[Context, None]) -> Ticket | None:
+        return await open_ticket_loader(info.context).load(self.id)
 
 
 ContactConnection = Connection[Contact]
@@ -87,20 +100,13 @@ class ContactQuery:
         tag: str | None = None,
         search: str | None = None,
     ) -> ContactConnection:
-        context = info.context
-        try:
-            params = cursor_params(first, after, last, before)
-            async with context.db() as session:
-                page = await service.list_contacts(
-                    session, context.require_subject(), params, tag=tag, search=search
-                )
-        except DomainError as exc:
-            raise as_graphql_error(exc) from exc
-        nodes = [as_contact(row) for row in page.items]
-        return ContactConnection(
-            nodes=nodes,
-            page_info=page_info(page, [node.id for node in nodes], before is not None),
-            total_count=page.total_count,
+        return await connection(
+            info.context,
+            (first, after, last, before),
+            lambda session, subject, params: service.list_contacts(
+                session, subject, params, tag=tag, search=search
+            ),
+            as_contact,
         )
 
     @strawberry.field(extensions=requires(Scope.FULL_ACCESS))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Generic, Protocol, TypeVar
 
 import strawberry
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.errors import InvalidInput
+from app.auth.subject import Subject
+from app.graphql.errors import as_graphql_error
+from app.kit.errors import DomainError, InvalidInput
 from app.kit.pagination import MAX_LIMIT, CursorPage, CursorParams
 
 
@@ -67,4 +72,37 @@ def page_info(page: CursorPage[Any], ids: list[str], backwards: bool) -> PageInf
         has_previous_page=page.has_more if backwards else page.has_previous,
         start_cursor=ids[0] if ids else None,
         end_cursor=ids[-1] if ids else None,
+    )
+
+
+class _ReadContext(Protocol):
+    def db(self) -> AbstractAsyncContextManager[AsyncSession]: ...
+
+    def require_subject(self) -> Subject: ...
+
+
+ListPage = Callable[[AsyncSession, Subject, CursorParams], Awaitable[CursorPage[Any]]]
+ConnectionArguments = tuple[int | None, str | None, int | None, str | None]
+
+
+async def connection(
+    context: _ReadContext,
+    arguments: ConnectionArguments,
+    list_page: ListPage,
+    as_node: Callable[[Any], NodeT],
+) -> Connection[NodeT]:
+    """The connection of one list field: `arguments` are its (first, after, last, before),
+    `list_page` the service call that reads the page, `as_node` turns a row into a node."""
+    first, after, last, before = arguments
+    try:
+        params = cursor_params(first, after, last, before)
+        async with context.db() as session:
+            page = await list_page(session, context.require_subject(), params)
+    except DomainError as exc:
+        raise as_graphql_error(exc) from exc
+    nodes = [as_node(row) for row in page.items]
+    return Connection(
+        nodes=nodes,
+        page_info=page_info(page, [node.id for node in nodes], before is not None),  # type: ignore[attr-defined]
+        total_count=page.total_count,
     )

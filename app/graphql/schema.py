@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -10,18 +11,30 @@ from functools import lru_cache
 
 import strawberry
 import structlog
-from graphql import DocumentNode, GraphQLError, GraphQLSchema, parse, specified_rules
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    GraphQLSchema,
+    VariableDefinitionNode,
+    parse,
+    specified_rules,
+)
 from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter, SchemaExtension
 from strawberry.printer import print_schema
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.schema import validate_document
 from strawberry.tools import merge_types
 
+from app.graphql.agents import AgentMutation, AgentQuery
 from app.graphql.auth import AuthMutation, AuthQuery
+from app.graphql.calls import CallLogQuery
+from app.graphql.channels import ChannelMutation, ChannelQuery
 from app.graphql.contacts import ContactMutation, ContactQuery
 from app.graphql.events import EventSubscription
 from app.graphql.execution import FastExecutionContext
+from app.graphql.inbox import InboxMutation, InboxQuery
 from app.graphql.planned import OperationPlan, compile_plan
+from app.graphql.quick_replies import QuickReplyMutation, QuickReplyQuery
 from app.graphql.webhooks import WebhookMutation, WebhookQuery
 from app.kit.clock import isoformat
 
@@ -87,6 +100,31 @@ class OperationCache:
         return prepared.plans[operation_name]
 
 
+_ECHOED_VALUE = re.compile(r"(,? found|(?<=value)): .*$", re.DOTALL)
+
+
+def _without_variable_value(error: GraphQLError) -> GraphQLError:
+    """graphql-core's variable coercion errors repeat the invalid value ("... found: {...}"),
+    which can hold an access token or a password: keep the variable's name and the reason."""
+    inner = error.original_error
+    node = error.nodes[0] if error.nodes else None
+    if not (
+        isinstance(inner, GraphQLError)
+        and isinstance(node, VariableDefinitionNode)
+        and error.message.startswith("Variable '$")
+    ):
+        return error
+    reason = _ECHOED_VALUE.sub("", inner.message).rstrip(".")
+    return GraphQLError(
+        f"Variable '${node.variable.name.value}' has invalid value: {reason}.",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions=error.extensions,
+    )
+
+
 class OperationPipeline(SchemaExtension):
     """Token, depth and alias limits, cached parse and validation, and error masking, as one
     extension: each extension hook costs a generator round trip on every request."""
@@ -104,7 +142,7 @@ class OperationPipeline(SchemaExtension):
         masked = []
         for error in errors:
             if _is_expected(error):
-                masked.append(error)
+                masked.append(_without_variable_value(error))
                 continue
             logger.error("unexpected graphql error", path=error.path, exc_info=error.original_error)
             masked.append(
@@ -152,8 +190,31 @@ SAFETY_RULES = [
     *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
 ]
 
-Query = merge_types("Query", (ContactQuery, WebhookQuery, AuthQuery))
-Mutation = merge_types("Mutation", (ContactMutation, WebhookMutation, AuthMutation))
+Query = merge_types(
+    "Query",
+    (
+        AgentQuery,
+        CallLogQuery,
+        ChannelQuery,
+        ContactQuery,
+        InboxQuery,
+        QuickReplyQuery,
+        WebhookQuery,
+        AuthQuery,
+    ),
+)
+Mutation = merge_types(
+    "Mutation",
+    (
+        AgentMutation,
+        ChannelMutation,
+        ContactMutation,
+        InboxMutation,
+        QuickReplyMutation,
+        WebhookMutation,
+        AuthMutation,
+    ),
+)
 Subscription = merge_types("Subscription", (EventSubscription,))
 
 

@@ -15,9 +15,9 @@ from strawberry.types import Info
 from app.auth.scopes import Scope
 from app.graphql.contacts import DeletePayload
 from app.graphql.context import Context
-from app.graphql.errors import UserError, as_graphql_error, user_errors
+from app.graphql.errors import UserError, user_errors
 from app.graphql.inputs import provided
-from app.graphql.pagination import Connection, cursor_params, page_info
+from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.kit.errors import DomainError, NotFound
@@ -111,18 +111,11 @@ class WebhookQuery:
         last: int | None = None,
         before: str | None = None,
     ) -> WebhookSubscriptionConnection:
-        context = info.context
-        try:
-            params = cursor_params(first, after, last, before)
-            async with context.db() as session:
-                page = await service.list_webhooks(session, context.require_subject(), params)
-        except DomainError as exc:
-            raise as_graphql_error(exc) from exc
-        nodes = [as_webhook(row) for row in page.items]
-        return WebhookSubscriptionConnection(
-            nodes=nodes,
-            page_info=page_info(page, [node.id for node in nodes], before is not None),
-            total_count=page.total_count,
+        return await connection(
+            info.context,
+            (first, after, last, before),
+            lambda session, subject, params: service.list_webhooks(session, subject, params),
+            as_webhook,
         )
 
     @strawberry.field(extensions=requires(Scope.WEBHOOKS_ADMIN))
@@ -148,20 +141,13 @@ class WebhookQuery:
         last: int | None = None,
         before: str | None = None,
     ) -> WebhookDeliveryAttemptConnection:
-        context = info.context
-        try:
-            params = cursor_params(first, after, last, before)
-            async with context.db() as session:
-                page = await service.list_webhook_deliveries(
-                    session, context.require_subject(), webhook_id, params
-                )
-        except DomainError as exc:
-            raise as_graphql_error(exc) from exc
-        nodes = [as_attempt(row) for row in page.items]
-        return WebhookDeliveryAttemptConnection(
-            nodes=nodes,
-            page_info=page_info(page, [node.id for node in nodes], before is not None),
-            total_count=page.total_count,
+        return await connection(
+            info.context,
+            (first, after, last, before),
+            lambda session, subject, params: service.list_webhook_deliveries(
+                session, subject, webhook_id, params
+            ),
+            as_attempt,
         )
 
 

@@ -1,0 +1,95 @@
+"""Agent operations: the resolvers REST and GraphQL both call.
+
+An agent id must have the form of a UUID (any form `uuid.UUID` reads: upper case, without
+hyphens, in braces); anything else is refused with 400 before any lookup, as the spec asks for
+agents. Agents emit no webhook events (CONTRACT §4: the ai.* events come from agent calls).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agents.models import Agent
+from app.agents.repository import AgentRepository
+from app.agents.schemas import ACTIVE, AgentCreate, AgentUpdate
+from app.auth.subject import Subject
+from app.kit.errors import InvalidInput, NotFound
+from app.kit.ids import normalize_id
+from app.kit.pagination import CursorPage, CursorParams
+
+AGENT = "Agent"
+INVALID_ID_MESSAGE = "Invalid or missing agent_id"
+
+
+def _checked_id(agent_id: str) -> str:
+    canonical = normalize_id(agent_id.strip())
+    if canonical is None:
+        raise InvalidInput(INVALID_ID_MESSAGE, field="id")
+    return canonical
+
+
+async def _get_entity(repository: AgentRepository, agent_id: str) -> Agent:
+    agent = await repository.get(_checked_id(agent_id))
+    if agent is None:
+        raise NotFound(AGENT)
+    return agent
+
+
+async def create_agent(session: AsyncSession, subject: Subject, data: AgentCreate) -> Agent:
+    """A new agent, active, with the normalized configuration."""
+    agent = Agent(
+        organization_id=subject.organization_id,
+        name=data.name,
+        agent_type=data.agent_type,
+        timezone=data.timezone,
+        status=ACTIVE,
+        config=data.agent_config.normalized(),
+    )
+    AgentRepository(session, subject.organization_id).add(agent)
+    await session.flush()
+    return agent
+
+
+async def get_agent(session: AsyncSession, subject: Subject, agent_id: str) -> Any:
+    row = await AgentRepository(session, subject.organization_id).get_row(_checked_id(agent_id))
+    if row is None:
+        raise NotFound(AGENT)
+    return row
+
+
+async def list_agents(
+    session: AsyncSession, subject: Subject, params: CursorParams
+) -> CursorPage[Any]:
+    """Every agent of the organization, whatever its status, newest first."""
+    return await AgentRepository(session, subject.organization_id).cursor_page(params)
+
+
+async def update_agent(
+    session: AsyncSession, subject: Subject, agent_id: str, data: AgentUpdate
+) -> Agent:
+    """Replaces the fields given. A new `agent_config` replaces the stored one whole: voice
+    settings, prompts and tool integrations left out of it are gone, not kept."""
+    repository = AgentRepository(session, subject.organization_id)
+    agent = await _get_entity(repository, agent_id)
+    if data.name is not None:
+        agent.name = data.name
+    if data.timezone is not None:
+        agent.timezone = data.timezone
+    if data.is_active is not None:
+        agent.status = data.is_active
+    if data.agent_config is not None:
+        agent.config = data.agent_config.normalized()
+    await session.flush()
+    return agent
+
+
+async def delete_agent(session: AsyncSession, subject: Subject, agent_id: str) -> str:
+    """Permanent removal; returns the agent's id in its canonical form."""
+    repository = AgentRepository(session, subject.organization_id)
+    agent = await _get_entity(repository, agent_id)
+    deleted_id = agent.id
+    await repository.delete(agent)
+    await session.flush()
+    return deleted_id

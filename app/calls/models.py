@@ -1,0 +1,88 @@
+"""Call logs: one row per voice call an organization's agents placed or answered."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
+from app.kit.clock import utcnow
+
+
+class Amount(TypeDecorator[float]):
+    """A double that reads back as a float everywhere. asyncpg already returns floats, and
+    SQLAlchemy's asyncpg Float processor needs the result's column type, which the prepared
+    reads (app/db/prepared.py) compile without."""
+
+    impl = Float()
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        if dialect.driver == "asyncpg":
+            return None
+        return _as_float
+
+
+def _as_float(value: Any) -> float | None:
+    # SQLite hands back an int for a whole amount stored as such.
+    return None if value is None else float(value)
+
+
+# On PostgreSQL: a pg_trgm GIN index, so `search` (ILIKE '%text%' on any of the three columns)
+# is answered from the index. SQLite ignores the postgresql_* options and gets a plain index on
+# the same columns, which serves exact call_id lookups (carrier status callbacks).
+SEARCH_INDEX = Index(
+    "ix_call_logs_search_trgm",
+    "call_id",
+    "from_number",
+    "to_number",
+    postgresql_using="gin",
+    postgresql_ops={
+        "call_id": "gin_trgm_ops",
+        "from_number": "gin_trgm_ops",
+        "to_number": "gin_trgm_ops",
+    },
+)
+
+
+class CallLog(TimestampMixin, Base):
+    __tablename__ = "call_logs"
+    __table_args__ = (
+        # Newest call first within one organization (the list order).
+        Index("ix_call_logs_organization_id_started_at_id", "organization_id", "started_at", "id"),
+        # A contact's most recent calls (GraphQL Contact.recentCalls).
+        Index("ix_call_logs_contact_id_started_at_id", "contact_id", "started_at", "id"),
+        SEARCH_INDEX,
+    )
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    livemode: Mapped[bool] = mapped_column(Boolean)
+    call_id: Mapped[str] = mapped_column(String(255))
+    # Agents and channels are referenced without a foreign key on purpose: a call log is a
+    # historical record and keeps naming the agent or number after either is deleted.
+    agent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    chat_phone_number_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    phone_number_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # The contact the call was with; cleared when that contact is deleted.
+    contact_id: Mapped[str | None] = mapped_column(
+        ForeignKey("contacts.id", ondelete="SET NULL"), nullable=True
+    )
+    from_number: Mapped[str] = mapped_column(String(50))
+    to_number: Mapped[str] = mapped_column(String(50))
+    direction: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    duration_seconds: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    recording_url: Mapped[str | None] = mapped_column(String(2048), nullable=True)
+    # Segments {speaker: "agent" | "caller", text, timestamp (seconds from the call's start)}.
+    transcript: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # USD. A double: the API reports it as a JSON number and nothing sums it server-side.
+    cost: Mapped[float] = mapped_column(Amount(), default=0.0)

@@ -1,0 +1,170 @@
+"""Every query on call logs, scoped to one organization."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    func,
+    select,
+    true,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from app.calls.models import CallLog
+from app.kit.pagination import NumberedPage, PageParams
+from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
+
+
+def like_pattern(text: str) -> str:
+    """`%text%` with the LIKE wildcards of `text` taken literally (escape character `\\`)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+# Newest call first; the id breaks ties so every row lands on exactly one page.
+_NEWEST_FIRST = (CallLog.started_at.desc(), CallLog.id.desc())
+
+
+class CallLogRepository(OrgScopedRepository[CallLog]):
+    model = CallLog
+    counted = True
+    list_columns: ClassVar = (
+        CallLog.id,
+        CallLog.organization_id,
+        CallLog.call_id,
+        CallLog.agent_id,
+        CallLog.chat_phone_number_id,
+        CallLog.phone_number_id,
+        CallLog.contact_id,
+        CallLog.from_number,
+        CallLog.to_number,
+        CallLog.direction,
+        CallLog.status,
+        CallLog.duration_seconds,
+        CallLog.started_at,
+        CallLog.ended_at,
+        CallLog.recording_url,
+        CallLog.transcript,
+        CallLog.summary,
+        CallLog.cost,
+        CallLog.livemode,
+        CallLog.created_at,
+        CallLog.updated_at,
+    )
+
+    def add(self, call_log: CallLog) -> None:
+        self.session.add(call_log)
+
+    @staticmethod
+    def filters(*, direction: str | None, status: str | None, search: str | None) -> list[Filter]:
+        filters: list[Filter] = []
+        if direction:
+            filters.append(Filter("direction", _has_direction, {"direction": direction}))
+        if status:
+            filters.append(Filter("status", _has_status, {"status": status}))
+        if search:
+            filters.append(Filter("search", _matches_search, {"pattern": like_pattern(search)}))
+        return filters
+
+    def _numbered_statement(self, filters: Sequence[Filter]) -> Select[Any]:
+        # The total rides along as an uncorrelated subquery (computed once): one round trip.
+        return (
+            select(*self.list_columns, self._total(filters).label(TOTAL_LABEL))
+            .where(self._org_bound(), *(f.build() for f in filters))
+            .order_by(*_NEWEST_FIRST)
+            .limit(bindparam("fetch", type_=Integer()))
+            .offset(bindparam("skip", type_=BigInteger()))
+        )
+
+    async def numbered_page(self, params: PageParams, *filters: Filter) -> NumberedPage[Any]:
+        """One page of the newest-first list, with the total of all matching rows."""
+        read = self._prepared(
+            ("numbered", *(f.name for f in filters)),
+            lambda: self._numbered_statement(filters),
+        )
+        bound = self._bound(
+            {**self._filter_params(filters), "fetch": params.size, "skip": params.offset}
+        )
+        rows = await read.all(self.session, bound)
+        if rows:
+            total = int(getattr(rows[0], TOTAL_LABEL))
+        elif params.page > 1:
+            total = await self.count(*filters)  # past the last page: the total still counts
+        else:
+            total = 0
+        return NumberedPage(rows, total, params)
+
+    async def recent_for_contacts(self, contact_ids: Sequence[str], limit: int) -> list[Any]:
+        """Up to `limit` newest calls of each contact, in one statement whatever the count."""
+        if not contact_ids:
+            return []
+        if self.dialect_name == "postgresql":
+            statement = self._recent_lateral(contact_ids, limit)
+        else:
+            statement = self._recent_ranked(contact_ids, limit)
+        return list((await self.session.execute(statement)).all())
+
+    def _recent_lateral(self, contact_ids: Sequence[str], limit: int) -> Select[Any]:
+        # Per contact, an index walk of (contact_id, started_at, id) that stops after `limit`.
+        wanted = (
+            func.unnest(bindparam("contact_ids", list(contact_ids), type_=ARRAY(String())))
+            .table_valued("contact_id")
+            .render_derived(name="wanted")
+        )
+        newest = (
+            select(*self.list_columns)
+            .where(self._org_condition(), CallLog.contact_id == wanted.c.contact_id)
+            .order_by(*_NEWEST_FIRST)
+            .limit(limit)
+            .lateral("newest")
+        )
+        return (
+            select(newest)
+            .select_from(wanted.join(newest, true()))
+            .order_by(newest.c.contact_id, newest.c.started_at.desc(), newest.c.id.desc())
+        )
+
+    def _recent_ranked(self, contact_ids: Sequence[str], limit: int) -> Select[Any]:
+        # SQLite has no LATERAL: number each contact's calls newest first, keep the first ones.
+        rank = (
+            func.row_number()
+            .over(partition_by=CallLog.contact_id, order_by=_NEWEST_FIRST)
+            .label("rank_")
+        )
+        ranked = (
+            select(*self.list_columns, rank)
+            .where(self._org_condition(), CallLog.contact_id.in_(list(contact_ids)))
+            .subquery("ranked")
+        )
+        columns = [ranked.c[column.key] for column in self.list_columns]
+        return (
+            select(*columns)
+            .where(ranked.c.rank_ <= limit)
+            .order_by(ranked.c.contact_id, ranked.c.started_at.desc(), ranked.c.id.desc())
+        )
+
+
+def _has_direction() -> ColumnElement[bool]:
+    return CallLog.direction == bindparam("direction")
+
+
+def _has_status() -> ColumnElement[bool]:
+    return CallLog.status == bindparam("status")
+
+
+def _matches_search() -> ColumnElement[bool]:
+    # ILIKE on PostgreSQL (served by the pg_trgm index); lower() LIKE lower() on SQLite.
+    pattern = bindparam("pattern", type_=String())
+    return (
+        CallLog.call_id.ilike(pattern, escape="\\")
+        | CallLog.from_number.ilike(pattern, escape="\\")
+        | CallLog.to_number.ilike(pattern, escape="\\")
+    )

@@ -1,0 +1,49 @@
+"""Every query on channels, scoped to one organization."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from sqlalchemy import ColumnElement, false
+from sqlalchemy.exc import IntegrityError
+
+from app.channels.models import Channel
+from app.kit.repository import Filter, OrgScopedRepository
+
+# How each backend names the (organization_id, phone_number_id) unique key in its error.
+_DUPLICATE_MARKERS = ("uq_channels_organization_id", "channels.phone_number_id")
+
+
+class ChannelRepository(OrgScopedRepository[Channel]):
+    model = Channel
+    # Reads never select the sealed token: only `get` (the entity) carries it.
+    list_columns: ClassVar = (
+        Channel.id,
+        Channel.organization_id,
+        Channel.display_phone_number,
+        Channel.phone_number_id,
+        Channel.business_account_id,
+        Channel.name,
+        Channel.livemode,
+        Channel.created_at,
+        Channel.updated_at,
+    )
+
+    def add(self, channel: Channel) -> None:
+        self.session.add(channel)
+
+    async def delete(self, channel: Channel) -> None:
+        await self.session.delete(channel)
+
+    @staticmethod
+    def test_mode_only() -> Filter:
+        return Filter("test_mode", _in_test_mode)
+
+    @staticmethod
+    def is_duplicate(exc: IntegrityError) -> bool:
+        message = str(exc.orig)
+        return any(marker in message for marker in _DUPLICATE_MARKERS)
+
+
+def _in_test_mode() -> ColumnElement[bool]:
+    return Channel.livemode == false()

@@ -1,0 +1,1 @@
+"""Inbox: conversation tickets, at most one open per contact."""

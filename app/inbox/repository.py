@@ -1,0 +1,124 @@
+"""Every query on inbox tickets, and on the contact briefs they embed, scoped to one
+organization. Ticket reads join their contact, so a ticket or a page of them is one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, Select, bindparam, select
+
+from app.contacts.models import Contact
+from app.inbox.models import Ticket, TicketStatus
+from app.kit.ids import normalize_id
+from app.kit.repository import ORG, Filter, OrgScopedRepository
+
+TICKET_COLUMNS = (
+    Ticket.id,
+    Ticket.organization_id,
+    Ticket.contact_id,
+    Ticket.chat_phone_number_id,
+    Ticket.status,
+    Ticket.assigned_user_id,
+    Ticket.created_at,
+    Ticket.updated_at,
+)
+# The brief's id is the ticket's contact_id (or, read alone, the contact's id so labelled).
+BRIEF_COLUMNS = (
+    Contact.name.label("contact_name"),
+    Contact.phone_number.label("contact_phone_number"),
+    Contact.tags.label("contact_tags"),
+    Contact.notes.label("contact_notes"),
+    Contact.custom_fields.label("contact_custom_fields"),
+)
+
+
+def _with_contact(statement: Select[Any]) -> Select[Any]:
+    return statement.join_from(Ticket, Contact, Contact.id == Ticket.contact_id)
+
+
+def _status_is() -> ColumnElement[bool]:
+    return Ticket.status == bindparam("status")
+
+
+class TicketRepository(OrgScopedRepository[Ticket]):
+    model = Ticket
+    list_columns: ClassVar = (*TICKET_COLUMNS, *BRIEF_COLUMNS)
+
+    def add(self, ticket: Ticket) -> None:
+        self.session.add(ticket)
+
+    def filters(self, *, status: str | None) -> list[Filter]:
+        return [Filter("status", _status_is, {"status": status})] if status else []
+
+    def _page_statement(self, direction: str, filters: Sequence[Filter]) -> Select[Any]:
+        return _with_contact(super()._page_statement(direction, filters))
+
+    async def get_row(self, object_id: str) -> Any | None:
+        """The ticket with its contact's brief columns, only in this organization."""
+        canonical = normalize_id(object_id)
+        if canonical is None:
+            return None
+        read = self._prepared(
+            ("get_row",),
+            lambda: _with_contact(
+                select(*self.list_columns).where(
+                    self._org_bound(), Ticket.id == bindparam("object_id")
+                )
+            ),
+        )
+        return await read.first(self.session, self._bound({"object_id": canonical}))
+
+    async def get_for_update(self, object_id: str) -> Any | None:
+        """(Ticket entity, brief columns) of a ticket about to change, its row locked on
+        PostgreSQL so concurrent moves of one ticket run one after the other."""
+        canonical = normalize_id(object_id)
+        if canonical is None:
+            return None
+        statement = _with_contact(
+            select(Ticket, Ticket.contact_id, *BRIEF_COLUMNS).where(
+                self._org_condition(), Ticket.id == canonical
+            )
+        ).with_for_update(of=Ticket)
+        return (await self.session.execute(statement)).first()
+
+    async def find_open(self, contact_id: str) -> Any | None:
+        """The contact's open ticket (at most one: a partial unique index says so)."""
+        read = self._prepared(
+            ("find_open",),
+            lambda: _with_contact(
+                select(*self.list_columns).where(
+                    self._org_bound(),
+                    Ticket.contact_id == bindparam("contact_id"),
+                    Ticket.status == TicketStatus.OPEN.value,
+                )
+            ),
+        )
+        return await read.first(self.session, self._bound({"contact_id": contact_id}))
+
+    async def open_for_contacts(self, contact_ids: Sequence[str]) -> list[Any]:
+        """The open tickets of these contacts, in one statement (GraphQL `openTicket`)."""
+        if not contact_ids:
+            return []
+        statement = _with_contact(
+            select(*self.list_columns).where(
+                self._org_condition(),
+                Ticket.contact_id.in_(list(contact_ids)),
+                Ticket.status == TicketStatus.OPEN.value,
+            )
+        )
+        return list((await self.session.execute(statement)).all())
+
+    async def contact_brief(self, contact_id: str) -> Any | None:
+        """A contact of this organization, in the brief's columns, or None."""
+        canonical = normalize_id(contact_id)
+        if canonical is None:
+            return None
+        read = self._prepared(
+            ("contact_brief",),
+            lambda: select(Contact.id.label("contact_id"), *BRIEF_COLUMNS).where(
+                Contact.organization_id == bindparam(ORG), Contact.id == bindparam("contact_id")
+            ),
+        )
+        return await read.first(self.session, self._bound({"contact_id": canonical}))

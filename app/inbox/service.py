@@ -1,0 +1,155 @@
+"""Ticket operations: the resolvers REST and GraphQL both call.
+
+At most one open ticket per contact. The service looks for one first; two creates racing for
+the same contact can both find none, so a partial unique index decides, and the create that
+loses answers with the winner's ticket instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.subject import Subject
+from app.events.service import emit
+from app.inbox.models import Ticket, TicketStatus
+from app.inbox.repository import TicketRepository
+from app.inbox.schemas import (
+    ContactBrief,
+    TicketAssign,
+    TicketCreate,
+    TicketRecord,
+    brief_from_row,
+    record_from_row,
+    ticket_record,
+    ticket_to_public,
+)
+from app.kit.errors import InvalidState, NotFound
+from app.kit.pagination import CursorPage, CursorParams
+from app.organizations import repository as organizations
+
+TICKET = "Ticket"
+CONTACT = "Contact"
+USER = "User"
+# A lost race is answered by the winner's ticket; that ticket could be closed before we read
+# it, so the create tries again, a few times at most.
+CREATE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTicket:
+    ticket: TicketRecord
+    # False when the contact's open ticket already existed and is returned instead.
+    created: bool
+
+
+async def create_ticket(
+    session: AsyncSession, subject: Subject, data: TicketCreate
+) -> CreatedTicket:
+    repository = TicketRepository(session, subject.organization_id)
+    contact_id = str(data.contact_id)
+    contact = await repository.contact_brief(contact_id)
+    if contact is None:
+        raise NotFound(CONTACT)
+    for _attempt in range(CREATE_ATTEMPTS):
+        existing = await repository.find_open(contact_id)
+        if existing is not None:
+            return CreatedTicket(record_from_row(existing), created=False)
+        ticket = Ticket(
+            organization_id=subject.organization_id,
+            contact_id=contact_id,
+            status=TicketStatus.OPEN.value,
+        )
+        try:
+            # A savepoint: a failed insert leaves the request's transaction usable.
+            async with session.begin_nested():
+                repository.add(ticket)
+                await session.flush()
+        except IntegrityError:
+            # Another create committed an open ticket first (or the contact was just
+            # deleted): look again.
+            continue
+        record = ticket_record(ticket, brief_from_row(contact))
+        public = ticket_to_public(record)
+        await emit(session, subject, "ticket.created", public)
+        await emit(session, subject, "conversation.started", public)
+        return CreatedTicket(record, created=True)
+    if await repository.contact_brief(contact_id) is None:
+        raise NotFound(CONTACT)
+    raise RuntimeError(f"no open ticket could be created or found for contact {contact_id}")
+
+
+async def get_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
+    row = await TicketRepository(session, subject.organization_id).get_row(ticket_id)
+    if row is None:
+        raise NotFound(TICKET)
+    return record_from_row(row)
+
+
+async def list_tickets(
+    session: AsyncSession, subject: Subject, params: CursorParams, *, status: str | None = None
+) -> CursorPage[TicketRecord]:
+    """Newest first; `status` keeps only `open` or only `closed` tickets."""
+    repository = TicketRepository(session, subject.organization_id)
+    page = await repository.cursor_page(params, *repository.filters(status=status))
+    return CursorPage(
+        [record_from_row(row) for row in page.items],
+        page.has_more,
+        page.total_count,
+        page.has_previous,
+    )
+
+
+async def open_tickets_by_contact(
+    session: AsyncSession, subject: Subject, contact_ids: Sequence[str]
+) -> dict[str, TicketRecord]:
+    """The open ticket of each of these contacts that has one, in one query."""
+    rows = await TicketRepository(session, subject.organization_id).open_for_contacts(contact_ids)
+    return {row.contact_id: record_from_row(row) for row in rows}
+
+
+async def close_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
+    """`open` → `closed`. Closing a closed ticket is refused (400 naming the state), as the
+    spec refuses campaign moves from a state that does not allow them."""
+    ticket, brief = await _locked(session, subject, ticket_id)
+    if ticket.status != TicketStatus.OPEN.value:
+        raise InvalidState(f"cannot close ticket in {ticket.status} state")
+    ticket.status = TicketStatus.CLOSED.value
+    await session.flush()
+    record = ticket_record(ticket, brief)
+    public = ticket_to_public(record)
+    await emit(session, subject, "ticket.resolved", public)
+    await emit(session, subject, "conversation.closed", public)
+    return record
+
+
+async def assign_ticket(
+    session: AsyncSession, subject: Subject, ticket_id: str, data: TicketAssign
+) -> TicketRecord:
+    """Hands an open ticket to a user of the organization. Assigning it to the user who
+    already has it changes nothing and emits nothing."""
+    ticket, brief = await _locked(session, subject, ticket_id)
+    user_id = str(data.user_id)
+    if not await organizations.users_by_ids(session, subject.organization_id, [user_id]):
+        raise NotFound(USER)
+    if ticket.status != TicketStatus.OPEN.value:
+        raise InvalidState(f"cannot assign ticket in {ticket.status} state")
+    if ticket.assigned_user_id == user_id:
+        return ticket_record(ticket, brief)
+    ticket.assigned_user_id = user_id
+    await session.flush()
+    record = ticket_record(ticket, brief)
+    await emit(session, subject, "ticket.assigned", ticket_to_public(record))
+    return record
+
+
+async def _locked(
+    session: AsyncSession, subject: Subject, ticket_id: str
+) -> tuple[Ticket, ContactBrief]:
+    found = await TicketRepository(session, subject.organization_id).get_for_update(ticket_id)
+    if found is None:
+        raise NotFound(TICKET)
+    return found.Ticket, brief_from_row(found)

@@ -1,0 +1,99 @@
+"""Quick reply inputs shared by REST and GraphQL, and the public (REST) shape."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+MAX_SHORTCUT_LENGTH = 100
+# A WhatsApp text message body holds at most 4096 characters; a snippet is one.
+MAX_CONTENT_LENGTH = 4096
+# The same rule twice: for OpenAPI (ECMA regex, anchored), and for the check (fullmatch).
+SHORTCUT_PATTERN = r"^/\S*$"
+_SHORTCUT = re.compile(r"/\S*")
+
+
+def _check_shortcut(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError("shortcut must start with '/'")
+    if not _SHORTCUT.fullmatch(value):
+        raise ValueError("shortcut must not contain white space")
+    return value
+
+
+# 1 to 100 characters: a '/' then anything but white space (the composer ends a shortcut at a
+# space). The pattern documents the same rule for OpenAPI; the validator gives clear messages.
+Shortcut = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_SHORTCUT_LENGTH,
+        json_schema_extra={"pattern": SHORTCUT_PATTERN},
+    ),
+    AfterValidator(_check_shortcut),
+]
+Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_LENGTH)]
+SHORTCUT_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SHORTCUT_LENGTH,
+    "pattern": SHORTCUT_PATTERN,
+}
+CONTENT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": MAX_CONTENT_LENGTH}
+
+
+class QuickReplyCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    shortcut: Shortcut
+    content: Content
+
+
+class QuickReplyUpdate(BaseModel):
+    """Partial update: only the fields present in the body change."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # Absent is fine, but null is refused (`_no_null`), and the document says so: it shows the
+    # non-null schemas only.
+    shortcut: Annotated[Shortcut | None, WithJsonSchema(SHORTCUT_SCHEMA)] = None
+    content: Annotated[Content | None, WithJsonSchema(CONTENT_SCHEMA)] = None
+
+    @field_validator("shortcut", "content", mode="before")
+    @classmethod
+    def _no_null(cls, value: Any, info: ValidationInfo) -> Any:
+        # Runs only on values sent (defaults are not validated): an explicit null.
+        if value is None:
+            raise ValueError(f"{info.field_name} cannot be null")
+        return value
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class QuickReplyResponse(BaseModel):
+    """The spec's shape; documents the OpenAPI schema. Runtime uses `quick_reply_to_public`."""
+
+    id: str
+    shortcut: str
+    content: str
+    created_at: str
+
+
+def quick_reply_to_public(quick_reply: Any) -> dict[str, Any]:
+    return {
+        "id": quick_reply.id,
+        "shortcut": quick_reply.shortcut,
+        "content": quick_reply.content,
+        "created_at": quick_reply.created_at,
+    }
