@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.config import Settings, get_settings
 from app.db.engine import create_engine, create_sessionmaker
@@ -25,10 +28,50 @@ def _print(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+class NotMigrated(Exception):
+    """The database is missing or behind the code's migrations: one line says what to run."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the database is not migrated; run `switchboard migrate` first "
+            "(or `switchboard serve`, which migrates at start)"
+        )
+
+
+def _sqlite_file_missing(database_url: str) -> bool:
+    """True for a SQLite URL whose file does not exist (connecting would create it empty)."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return False
+    return not Path(url.database).exists()
+
+
+async def _require_migrated(engine: AsyncEngine, database_url: str) -> None:
+    """Operator commands work on a migrated database only. They do not migrate it themselves:
+    a schema change is a deliberate step, and pointing DATABASE_URL at the wrong database
+    must not quietly build a new one there."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from app.db.migrate import alembic_config
+
+    heads = set(ScriptDirectory.from_config(alembic_config(database_url)).get_heads())
+    async with engine.connect() as connection:
+        current = await connection.run_sync(
+            lambda sync: set(MigrationContext.configure(sync).get_current_heads())
+        )
+    if current != heads:
+        raise NotMigrated()
+
+
 def _in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    if _sqlite_file_missing(settings.database_url):
+        raise NotMigrated()
+
     async def run() -> T:
         engine = create_engine(settings.database_url, null_pool=True)
         try:
+            await _require_migrated(engine, settings.database_url)
             async with create_sessionmaker(engine)() as session:
                 if engine.dialect.name == "sqlite":
                     # Take the write lock first, as REST writes do: a read-then-write
@@ -89,7 +132,12 @@ def cmd_orgs_create(settings: Settings, args: argparse.Namespace) -> int:
             scopes=[Scope.FULL_ACCESS.value],
             secret_key=settings.resolved_secret_key(),
         )
-        return {"organization_id": organization.id, "api_key": created.secret}
+        # key_id: what `switchboard keys revoke` takes, should the key ever leak.
+        return {
+            "organization_id": organization.id,
+            "api_key": created.secret,
+            "key_id": created.key.id,
+        }
 
     _print(_in_transaction(settings, work))
     return 0
@@ -170,6 +218,11 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         sys.stderr.write("error: switchboard worker needs REDIS_URL\n")
         return 1
+    # Dramatiq's prefetch is its documented `dramatiq_queue_prefetch` variable, read when
+    # Dramatiq is first imported; the worker processes are forked from this one, so it is set
+    # before that import (or, if Dramatiq is already imported, they are spawned afresh).
+    os.environ["dramatiq_queue_prefetch"] = str(settings.worker_prefetch)  # noqa: SIM112
+    spawn = ["--use-spawn"] if "dramatiq.worker" in sys.modules else []
     from dramatiq.cli import main as dramatiq_main
     from dramatiq.cli import make_argument_parser
 
@@ -181,6 +234,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             "--threads",
             str(args.threads),
             "--skip-logging",
+            *spawn,
         ]
     )
     return int(dramatiq_main(dramatiq_args) or 0)  # type: ignore[no-untyped-call]
@@ -248,6 +302,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(settings, args))
     except DomainError as exc:
         sys.stderr.write(f"error: {exc.message}\n")
+        return 1
+    except NotMigrated as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except (OperationalError, InterfaceError, OSError) as exc:
+        # Unreachable or refused database: one line, not a driver traceback.
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        sys.stderr.write(f"error: cannot use the database at DATABASE_URL: {reason}\n")
         return 1
 
 

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.kit.ratelimit import RateLimit
 
 VAR_DIR = Path("./var")
 MIN_SECRET_LENGTH = 32
+# What a job run needs beyond its longest attempt: its statements before and after it.
+JOB_LEASE_MARGIN_SECONDS = 2.0
 
 
 def _create_secret_file(path: Path, key: str) -> None:
@@ -41,8 +46,11 @@ def _create_secret_file(path: Path, key: str) -> None:
 class Settings(BaseSettings):
     """Every knob of the service; names match the documented environment variables."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # Each field is read from SWITCHBOARD_<FIELD NAME> (any case), or the same line in `.env`.
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", env_file=".env", extra="ignore")
 
+    # The two connection URLs keep their conventional names, without the prefix (the second
+    # choice lets code pass them by field name).
     database_url: str = Field(
         default="sqlite+aiosqlite:///./var/switchboard.db",
         validation_alias=AliasChoices("DATABASE_URL", "database_url"),
@@ -50,126 +58,135 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, validation_alias=AliasChoices("REDIS_URL", "redis_url")
     )
-    secret_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("SWITCHBOARD_SECRET_KEY", "secret_key")
-    )
-    storage_url: str = Field(
-        default="file://./var/objects",
-        validation_alias=AliasChoices("SWITCHBOARD_STORAGE_URL", "storage_url"),
-    )
-    allow_private_webhook_urls: bool = Field(
-        default=False,
-        validation_alias=AliasChoices(
-            "SWITCHBOARD_ALLOW_PRIVATE_WEBHOOK_URLS", "allow_private_webhook_urls"
-        ),
-    )
-    graph_api_url: str = Field(
-        default="https://graph.facebook.com",
-        validation_alias=AliasChoices("SWITCHBOARD_GRAPH_API_URL", "graph_api_url"),
-    )
-    rate_limit_per_key: str = Field(
-        default="100/s",
-        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_PER_KEY", "rate_limit_per_key"),
-    )
-    rate_limit_per_org: str = Field(
-        default="300/s",
-        validation_alias=AliasChoices("SWITCHBOARD_RATE_LIMIT_PER_ORG", "rate_limit_per_org"),
-    )
-    jwt_ttl_seconds: int = Field(
-        default=3600,
-        ge=60,
-        validation_alias=AliasChoices("SWITCHBOARD_JWT_TTL_SECONDS", "jwt_ttl_seconds"),
-    )
-    idempotency_ttl_seconds: int = Field(
-        default=24 * 3600,
-        ge=60,
-        validation_alias=AliasChoices(
-            "SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS", "idempotency_ttl_seconds"
-        ),
-    )
-    db_pool_size: int = Field(
-        default=20, ge=1, validation_alias=AliasChoices("SWITCHBOARD_DB_POOL_SIZE", "db_pool_size")
-    )
-    log_level: str = Field(
-        default="info", validation_alias=AliasChoices("SWITCHBOARD_LOG_LEVEL", "log_level")
-    )
-    access_log: bool = Field(
-        default=True, validation_alias=AliasChoices("SWITCHBOARD_ACCESS_LOG", "access_log")
-    )
-    var_dir: Path = Field(
-        default=VAR_DIR, validation_alias=AliasChoices("SWITCHBOARD_VAR_DIR", "var_dir")
-    )
+    secret_key: str | None = None
+    storage_url: str = "file://./var/objects"
+    allow_private_webhook_urls: bool = False
+    graph_api_url: str = "https://graph.facebook.com"
+    # WhatsApp inbound webhooks (GET/POST /webhooks/whatsapp). The app secret verifies
+    # X-Hub-Signature-256 (unset: one derived from the secret key, which the simulator also
+    # signs with; set it to the Meta app's secret for live traffic). No verify token: the
+    # subscription handshake is refused.
+    whatsapp_app_secret: str | None = Field(default=None, repr=False)
+    whatsapp_verify_token: str | None = Field(default=None, repr=False)
+    rate_limit_per_key: str = "100/s"
+    rate_limit_per_org: str = "300/s"
+    # Requests without a credential (introspection, login) have no key to count against.
+    rate_limit_per_address: str = "60/m"
+    # Login attempts from one client address, whatever e-mails they name (password spraying).
+    login_rate_limit_per_address: str = "30/10m"
+    # Compiled plans for repeated queries (app/graphql/planned.py); off: Strawberry runs all.
+    graphql_planning: bool = True
+    jwt_ttl_seconds: int = Field(default=3600, ge=60)
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
+    db_pool_size: int = Field(default=20, ge=1)
+    log_level: str = "info"
+    access_log: bool = True
+    var_dir: Path = VAR_DIR
+    # Largest request body read, in bytes (JSON on REST and /graphql); an Operation may declare
+    # its own (uploads). Counted while the body streams in; over it: 413.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     # The job engine (app/kit/outbox.py, workers/). Seconds unless named otherwise.
-    outbox_sweep_seconds: float = Field(
-        default=1.0,
-        gt=0,
-        validation_alias=AliasChoices("SWITCHBOARD_OUTBOX_SWEEP_SECONDS", "outbox_sweep_seconds"),
-    )
-    outbox_redispatch_seconds: float = Field(
-        default=30.0,
-        gt=0,
-        validation_alias=AliasChoices(
-            "SWITCHBOARD_OUTBOX_REDISPATCH_SECONDS", "outbox_redispatch_seconds"
-        ),
-    )
-    job_lease_seconds: float = Field(
-        default=60.0,
-        gt=0,
-        validation_alias=AliasChoices("SWITCHBOARD_JOB_LEASE_SECONDS", "job_lease_seconds"),
-    )
-    job_max_starts: int = Field(
-        default=5,
-        ge=1,
-        validation_alias=AliasChoices("SWITCHBOARD_JOB_MAX_STARTS", "job_max_starts"),
-    )
+    outbox_sweep_seconds: float = Field(default=1.0, gt=0)
+    outbox_redispatch_seconds: float = Field(default=30.0, gt=0)
+    job_lease_seconds: float = Field(default=60.0, gt=0)
+    job_max_starts: int = Field(default=5, ge=1)
     # Multiplies every webhook retry delay (1.0 = the Standard Webhooks schedule); tests shrink it.
-    webhook_retry_scale: float = Field(
-        default=1.0,
-        gt=0,
-        validation_alias=AliasChoices("SWITCHBOARD_WEBHOOK_RETRY_SCALE", "webhook_retry_scale"),
-    )
-    webhook_timeout_seconds: float = Field(
-        default=10.0,
-        gt=0,
-        validation_alias=AliasChoices(
-            "SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS", "webhook_timeout_seconds"
-        ),
-    )
+    webhook_retry_scale: float = Field(default=1.0, gt=0)
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
     # Messages a worker process holds ahead: Dramatiq's default (2 per thread) leaves the Redis
     # consumer idling between fetches.
-    worker_prefetch: int = Field(
-        default=64,
-        ge=1,
-        validation_alias=AliasChoices("SWITCHBOARD_WORKER_PREFETCH", "worker_prefetch"),
-    )
-    worker_threads: int = Field(
-        default=4,
-        ge=1,
-        validation_alias=AliasChoices("SWITCHBOARD_WORKER_THREADS", "worker_threads"),
-    )
-    # Jobs a worker process runs straight away on its own event loop when it created them
-    # itself (a fan-out's deliveries), instead of a round trip through the broker; beyond this
-    # many in flight they go through the broker. 0: always through the broker.
-    worker_local_jobs: int = Field(
-        default=64,
-        ge=0,
-        validation_alias=AliasChoices("SWITCHBOARD_WORKER_LOCAL_JOBS", "worker_local_jobs"),
-    )
+    worker_prefetch: int = Field(default=64, ge=1)
+    worker_threads: int = Field(default=4, ge=1)
+    # Jobs a worker process runs at once on its own event loop: detached jobs (webhook
+    # attempts, which hold no worker thread) and the deliveries a fan-out of this process
+    # created (started straight away, no broker round trip; beyond the room, through the
+    # broker). A worker thread that takes a detached job waits while the room is full.
+    worker_local_jobs: int = Field(default=64, ge=1)
+    # Fair delivery (app/webhooks/sender.py EndpointGate): attempts in flight per endpoint and
+    # worker process; failures in a row that open an endpoint's circuit, and for how long.
+    webhook_endpoint_concurrency: int = Field(default=8, ge=1)
+    webhook_breaker_failures: int = Field(default=5, ge=1)
+    webhook_breaker_seconds: float = Field(default=30.0, gt=0)
+    # Socket timeouts of the job broker's Redis client: a Redis that stops answering costs a
+    # relay this long, then the outbox sweep sends the job later.
+    broker_timeout_seconds: float = Field(default=2.0, gt=0)
     # Where a `switchboard worker` serves the Prometheus figures of all its processes; 0: off.
-    worker_metrics_port: int = Field(
-        default=9191,
-        ge=0,
-        le=65535,
-        validation_alias=AliasChoices("SWITCHBOARD_WORKER_METRICS_PORT", "worker_metrics_port"),
-    )
+    worker_metrics_port: int = Field(default=9191, ge=0, le=65535)
+    # Voice calls of live keys go to a Twilio-compatible carrier REST API
+    # (app/integrations/telephony/); test keys never leave the built-in simulator.
+    telephony_api_url: str = "https://api.twilio.com"
+    telephony_account_sid: str | None = None
+    telephony_auth_token: str | None = None
+    # This service's public base URL as the carrier reaches it: status callbacks are built on
+    # it and their signatures are checked against it (behind a proxy the request URL differs).
+    telephony_public_url: str | None = None
+    telephony_timeout_seconds: float = Field(default=10.0, gt=0)
+    # A simulated custom-tool or LLM request of an agent call gives up after this long.
+    agent_tool_timeout_seconds: float = Field(default=5.0, gt=0)
 
-    @field_validator("rate_limit_per_key", "rate_limit_per_org")
+    # Knowledge base (app/knowledge/): uploads, extraction limits, chunking, embeddings.
+    storage_endpoint_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "SWITCHBOARD_STORAGE_ENDPOINT_URL", "AWS_ENDPOINT_URL", "storage_endpoint_url"
+        ),
+    )
+    knowledge_max_upload_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
+    knowledge_upload_rate_limit: str = "30/m"  # per organization
+    knowledge_max_documents: int = Field(default=1000, ge=1)
+    knowledge_max_pages: int = Field(default=2000, ge=1)
+    knowledge_max_characters: int = Field(default=5_000_000, ge=1)
+    knowledge_max_zip_entries: int = Field(default=1000, ge=1)
+    knowledge_max_zip_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
+    knowledge_extraction_seconds: float = Field(default=30.0, gt=0)
+    knowledge_extraction_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=64 * 1024 * 1024)
+    knowledge_chunk_tokens: int = Field(default=160, ge=8)
+    knowledge_chunk_overlap: int = Field(default=32, ge=0)
+    # Vectors kept in each process for exact cosine search (all organizations together).
+    knowledge_vector_cache_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    embeddings_provider: Literal["none", "local", "openai"] = "none"
+    embeddings_url: str | None = None
+    embeddings_api_key: str | None = None
+    embeddings_model: str = "text-embedding-3-small"
+    embeddings_model_path: Path | None = None
+    embeddings_allow_private_url: bool = False
+
+    @model_validator(mode="after")
+    def _lease_outlasts_an_attempt(self) -> Settings:
+        # A run's lease must outlast its longest step (one webhook attempt, bounded by the
+        # timeout) plus its statements, or a second run would start while the first still
+        # works; the fencing token refuses the stale run's writes anyway (app/kit/outbox.py).
+        needed = self.webhook_timeout_seconds + JOB_LEASE_MARGIN_SECONDS
+        if self.job_lease_seconds < needed:
+            raise ValueError(
+                f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least the webhook"
+                f" timeout plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
+            )
+        return self
+
+    @field_validator(
+        "rate_limit_per_key",
+        "rate_limit_per_org",
+        "rate_limit_per_address",
+        "login_rate_limit_per_address",
+        "knowledge_upload_rate_limit",
+    )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
         RateLimit.parse(value)
         return value
 
-    @field_validator("redis_url", "secret_key", mode="before")
+    @field_validator(
+        "redis_url",
+        "secret_key",
+        "storage_endpoint_url",
+        "embeddings_url",
+        "embeddings_api_key",
+        "embeddings_model_path",
+        "whatsapp_app_secret",
+        "whatsapp_verify_token",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
@@ -189,6 +206,15 @@ class Settings(BaseSettings):
             )
         return key
 
+    def whatsapp_app_secret_value(self) -> str:
+        """The secret webhook signatures are checked with (and the simulator signs with)."""
+        if self.whatsapp_app_secret:
+            return self.whatsapp_app_secret
+        digest = hmac.new(
+            self.resolved_secret_key().encode(), b"switchboard/whatsapp-app-secret", hashlib.sha256
+        )
+        return digest.hexdigest()
+
     @cached_property
     def key_rate_limit(self) -> RateLimit:
         return RateLimit.parse(self.rate_limit_per_key)
@@ -196,6 +222,18 @@ class Settings(BaseSettings):
     @cached_property
     def org_rate_limit(self) -> RateLimit:
         return RateLimit.parse(self.rate_limit_per_org)
+
+    @cached_property
+    def address_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.rate_limit_per_address)
+
+    @cached_property
+    def login_address_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.login_rate_limit_per_address)
+
+    @cached_property
+    def knowledge_upload_limit(self) -> RateLimit:
+        return RateLimit.parse(self.knowledge_upload_rate_limit)
 
 
 @lru_cache(maxsize=1)

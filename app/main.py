@@ -20,10 +20,11 @@ from app.config import Settings, get_settings
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
 from app.idempotency.service import purge_expired
+from app.kit.domains import collect
+from app.kit.http_errors import json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from rest_compat.app import build_routes
-from rest_compat.errors import json_response
 
 logger = structlog.get_logger("switchboard")
 
@@ -104,6 +105,8 @@ def create_app(
         routes=[
             # First: the REST routes answer most requests, and are matched by one lookup.
             *build_routes("/api/v1"),
+            # Upstream platforms' callbacks (WhatsApp, the carrier): each domain's callbacks.py.
+            *(route for routes in collect("callbacks", "ROUTES") for route in routes),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

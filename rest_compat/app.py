@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
+from itertools import chain
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from rest_compat import agents, calls, channels, contacts, inbox, quick_replies, webhooks
+from app.kit.domains import collect
+from app.kit.http_errors import json_response
 from rest_compat.endpoint import Operation
-from rest_compat.errors import json_response
 from rest_compat.openapi import build_openapi
 from rest_compat.router import RestRoutes
 
-OPERATIONS: tuple[Operation, ...] = (
-    *agents.OPERATIONS,
-    *calls.OPERATIONS,
-    *channels.OPERATIONS,
-    *contacts.OPERATIONS,
-    *inbox.OPERATIONS,
-    *quick_replies.OPERATIONS,
-    *webhooks.OPERATIONS,
-)
+# Each domain's rest module contributes its OPERATIONS (app/kit/domains.py).
+OPERATIONS: tuple[Operation, ...] = tuple(chain.from_iterable(collect("rest", "OPERATIONS")))
 
 
 async def openapi_document(_request: Request) -> Response:

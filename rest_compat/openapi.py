@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -9,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from app.kit.http_errors import ErrorStyle
 from rest_compat.endpoint import Operation
-from rest_compat.errors import ErrorStyle
 
 REF = "#/components/schemas/{model}"
 
@@ -79,6 +80,8 @@ COMPONENT_SCHEMAS: dict[str, Any] = {
 }
 _DESCRIPTIONS = {
     400: "Invalid request",
+    413: "Request body larger than the limit (1 MiB by default)",
+    415: "The body is not sent as application/json",
     401: "Missing, malformed, unknown, expired or revoked credential",
     403: "The credential lacks the required scope",
     404: "Not found (or owned by another organization)",
@@ -87,6 +90,65 @@ _DESCRIPTIONS = {
     429: "Rate limit exceeded",
     500: "Internal server error",
 }
+
+
+_UUID = {"type": "string", "format": "uuid"}
+# NUL (U+0000) is refused in every string (PostgreSQL cannot store it): the document says so.
+_NO_NUL = "^[^\\u0000]*$"
+
+
+# Every free-form value (custom_fields, metadata, a template component's extra keys): JSON
+# without NUL in strings or keys, integers within ±(2^53-1). Its nesting limit (32 levels)
+# is in the description: a recursive schema cannot count.
+_FREE_FORM = "FreeFormJson"
+_FREE_FORM_REF = {"$ref": REF.format(model=_FREE_FORM)}
+_FREE_FORM_SCHEMA = {
+    "description": "Any JSON value nested at most 32 levels deep: no NUL (U+0000) in strings "
+    "or keys, integers between -(2^53-1) and 2^53-1",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "integer", "minimum": -(2**53 - 1), "maximum": 2**53 - 1},
+        {"type": "number", "not": {"type": "integer"}},
+        {"type": "string", "pattern": _NO_NUL},
+        {"type": "array", "items": _FREE_FORM_REF},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": _NO_NUL},
+            "additionalProperties": _FREE_FORM_REF,
+        },
+    ],
+}
+
+
+def _refuse_nul(node: Any) -> None:
+    """Adds the NUL rule to every string schema under `node` (in place)."""
+    if isinstance(node, list):
+        for item in node:
+            _refuse_nul(item)
+        return
+    if not isinstance(node, dict):
+        return
+    kinds = node.get("type")
+    is_string = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
+    if is_string and not {"enum", "const", "format"} & node.keys():
+        if "pattern" not in node:
+            node["pattern"] = _NO_NUL
+        elif node["pattern"] != _NO_NUL:
+            node.setdefault("allOf", []).append({"pattern": _NO_NUL})
+    # Object keys too, where the object takes keys beyond its listed properties; their values
+    # and untyped array items are free-form JSON.
+    is_object = kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
+    # (Without `additionalProperties` the model ignores extra keys: they may hold anything.)
+    if is_object and node.get("additionalProperties", False) is not False:
+        node.setdefault("propertyNames", {"pattern": _NO_NUL})
+        if node["additionalProperties"] in (True, {}):
+            node["additionalProperties"] = dict(_FREE_FORM_REF)
+    if node.get("type") == "array" and node.get("items", {}) == {}:
+        node["items"] = dict(_FREE_FORM_REF)
+    for key, value in node.items():
+        if key not in ("allOf", "propertyNames"):
+            _refuse_nul(value)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -162,8 +224,9 @@ def _model_ref(model: type[BaseModel], schemas: dict[str, Any], mode: str) -> di
 
 
 def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+    # Every id is a UUID; anything else is refused (400/404) before any lookup.
     parameters = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": _UUID}
         for name in re.findall(r"{(\w+)}", op.path)
     ]
     parameters.append(
@@ -171,8 +234,9 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
             "name": "organization_id",
             "in": "header",
             "required": False,
-            "description": "When present, must name the credential's organization",
-            "schema": {"type": "string"},
+            "description": "When present, must be the id of the credential's organization "
+            "(400 otherwise)",
+            "schema": _UUID,
         }
     )
     if op.method == "POST":
@@ -196,17 +260,24 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
             body = _model_ref(op.response_model, schemas, "serialization")
             if op.envelope:
                 body = _envelope(op.envelope, body)
-        responses[str(op.status_code)] = {"description": "Success", "content": _json(body)}
+        content = _json(body)
+        if op.binary_response:
+            binary = {"schema": {"type": "string", "format": "binary"}}
+            content = {media_type: binary for media_type in op.binary_response}
+        responses[str(op.status_code)] = {"description": "Success", "content": content}
         for status in op.other_successes:
             responses[str(status)] = {"description": "Success", "content": _json(body)}
-    # Every route can answer 400 (organization_id header rule), 401, 403, 429 and 500.
+    # Every route can answer 400 (organization_id header rule), 401, 403, 429 and 500; every
+    # route that takes a body 413 (its size) and 415 (its media type).
     statuses = {*op.errors, 400, 401, 403, 429, 500}
+    if op.writes and op.takes_body:
+        statuses.update((413, 415))
     if (op.request_model or op.query_model) and op.style is ErrorStyle.DETAIL:
         statuses.add(422)
     for status in sorted(statuses):
         responses[str(status)] = {
             "description": _DESCRIPTIONS.get(status, "Error"),
-            "content": _json(_error_schema(status, op.style)),
+            "content": _json(_error_schema(status, dict(op.error_styles).get(status, op.style))),
         }
     document: dict[str, Any] = {
         "operationId": op.handler.__name__,
@@ -216,6 +287,20 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
         "responses": responses,
         "security": [{"bearer": []}],
     }
+    if op.streams_body:
+        # Streamed bodies are uploads: one file in the multipart field `file`.
+        document["requestBody"] = {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {"file": {"type": "string", "format": "binary"}},
+                    }
+                }
+            },
+        }
     if op.request_model is not None:
         document["requestBody"] = {
             "required": True,
@@ -230,6 +315,16 @@ def _build(operations: tuple[Operation, ...], prefix: str) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for op in operations:
         paths.setdefault(prefix + op.path, {})[op.method.lower()] = _operation(op, schemas)
+    # A copy: pydantic may hand out the same dicts (WithJsonSchema) on every generation.
+    schemas = copy.deepcopy(schemas)
+    for name, schema in schemas.items():
+        if name not in COMPONENT_SCHEMAS:
+            _refuse_nul(schema)
+    schemas[_FREE_FORM] = copy.deepcopy(_FREE_FORM_SCHEMA)
+    for path in paths.values():
+        for operation in path.values():
+            for parameter in operation["parameters"]:
+                _refuse_nul(parameter["schema"])
     return {
         "openapi": "3.1.0",
         "info": {

@@ -18,8 +18,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 
+from app.kit.http_errors import json_response
 from rest_compat.endpoint import Operation, run_operation
-from rest_compat.errors import json_response
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _PARAMETER = re.compile(r"{([a-zA-Z_][a-zA-Z0-9_]*)}")

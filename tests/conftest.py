@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -89,6 +90,33 @@ def fresh_database(
         asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+# The job-engine tests' variants: (database, broker) — the Redis one on TEST_REDIS_URL.
+ENGINE_BACKENDS = [("sqlite", "stub"), ("postgresql", "stub"), ("postgresql", "redis")]
+
+
+def engine_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prefix: str
+) -> Iterator[tuple[str, str | None]]:
+    """A fresh database of the variant's backend and its Redis URL (None: StubBroker); the
+    Redis database is flushed before and after. Use with `yield from` in a module fixture
+    parametrised over ENGINE_BACKENDS."""
+    database, broker = request.param
+    redis_url = None
+    if broker == "redis":
+        redis_url = os.environ.get("TEST_REDIS_URL")
+        if not redis_url:
+            service_unavailable("Redis", RuntimeError("TEST_REDIS_URL not set"))
+        assert redis_url is not None
+        try:
+            redis.Redis.from_url(redis_url).flushdb()
+        except Exception as exc:
+            service_unavailable("Redis", exc)
+    with fresh_database(database, tmp_path_factory.mktemp(prefix), f"sb_{prefix}") as url:
+        yield url, redis_url
+    if redis_url:
+        redis.Redis.from_url(redis_url).flushdb()
+
+
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
 def database_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -137,6 +165,7 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settin
         "var_dir": tmp_path / "var",
         "access_log": False,
         "redis_url": None,
+        "storage_url": f"file://{tmp_path / 'objects'}",
     }
     values.update(overrides)
     return Settings(**values)

@@ -164,9 +164,63 @@ def test_migrate_is_idempotent(workspace: Workspace) -> None:
 
 
 def test_orgs_create_prints_organization_and_full_access_key(workspace: Workspace) -> None:
-    assert set(workspace.org) == {"organization_id", "api_key"}
+    assert set(workspace.org) == {"organization_id", "api_key", "key_id"}
     assert UUID.match(workspace.org_id)
+    assert UUID.match(workspace.org["key_id"])
     assert TEST_KEY.match(workspace.org["api_key"]), workspace.org["api_key"]
+
+
+NOT_MIGRATED = (
+    "error: the database is not migrated; run `switchboard migrate` first "
+    "(or `switchboard serve`, which migrates at start)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        argv("orgs create", name="Acme"),
+        argv("keys create", org=str(uuid.uuid4()), name="k", scopes="agents:read"),
+        ("keys", "revoke", str(uuid.uuid4())),
+        argv("users create", org=str(uuid.uuid4()), email="a@b.test"),
+    ],
+)
+def test_commands_on_a_fresh_directory_say_what_to_run(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """Before `migrate` (the README's `make run &` racing `orgs create`): one line naming the
+    command to run, no traceback, and no stray database or key left behind."""
+    env = _environment("sqlite+aiosqlite:///./var/switchboard.db")
+    result = Cli(tmp_path, env).run(command, stdin="pw-1234567890\n")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == NOT_MIGRATED
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_commands_on_an_unmigrated_database_say_what_to_run(tmp_path: Path) -> None:
+    database = tmp_path / "empty.db"
+    sqlite3.connect(database).close()  # exists, no tables
+    env = _environment(f"sqlite+aiosqlite:///{database}")
+    result = Cli(tmp_path, env).run(argv("orgs create", name="Acme"))
+    assert (result.returncode, result.stderr) == (2, NOT_MIGRATED)
+    with sqlite3.connect(database) as connection:
+        tables = connection.execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == []
+
+
+def test_commands_on_an_unmigrated_postgresql_database_say_what_to_run(tmp_path: Path) -> None:
+    with fresh_database("postgresql", tmp_path, "sb_cli_empty", migrate=False) as url:
+        result = Cli(tmp_path, _environment(url)).run(argv("orgs create", name="Acme"))
+    assert (result.returncode, result.stderr) == (2, NOT_MIGRATED)
+
+
+def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    url = "postgresql+asyncpg://postgres@127.0.0.1:1/none"
+    result = Cli(tmp_path, _environment(url)).run(argv("orgs create", name="Acme"))
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot use the database at DATABASE_URL:")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
 
 
 def test_secret_key_is_generated_once_with_mode_0600_and_reused(
@@ -437,7 +491,7 @@ def _assert_auth_error(response: httpx.Response, status: int, code: str) -> None
 
 
 def _principal_id(http: httpx.Client, api_key: str) -> str:
-    """The id of a key (`orgs create` prints only its secret), as GraphQL `viewer` tells."""
+    """The id of a key, as GraphQL `viewer` tells."""
     query = "{ viewer { principalId principalType } }"
     response = http.post("/graphql", json={"query": query}, headers=_auth(api_key))
     assert response.status_code == 200, response.text
@@ -493,7 +547,9 @@ def test_cli_keys_work_end_to_end(workspace: Workspace, server: Server) -> None:
         assert as_user.json()["total_count"] == 1
 
         # Revoked by another process while the server runs: refused on the very next request.
-        revoked = cli.ok(("keys", "revoke", _principal_id(http, org_key)))
+        # `orgs create` printed the id the key is revoked by.
+        assert _principal_id(http, org_key) == workspace.org["key_id"]
+        revoked = cli.ok(("keys", "revoke", workspace.org["key_id"]))
         assert revoked["revoked_at"]
         _assert_auth_error(http.get(CONTACTS, headers=_auth(org_key)), 401, "invalid_api_key")
         _assert_auth_error(

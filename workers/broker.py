@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import dramatiq
+import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import AsyncIO, CurrentMessage
@@ -17,17 +18,26 @@ from dramatiq.middleware import AsyncIO, CurrentMessage
 import app.db.models  # noqa: F401  (every table is known, so foreign keys resolve)
 from app.config import Settings
 from app.kit import outbox
-from workers.jobs import declare_actors
+from workers.jobs import collect_tasks, declare_actors
 from workers.runtime import JobRuntime
 
 NAMESPACE = "switchboard"
+DEFAULT_TIMEOUT_SECONDS = 2.0
 
 
-def build_broker(redis_url: str | None) -> dramatiq.Broker:
-    """A bare broker with AsyncIO middleware (actors may be `async def`)."""
+def build_broker(
+    redis_url: str | None, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+) -> dramatiq.Broker:
+    """A bare broker with AsyncIO middleware (actors may be `async def`).
+
+    On Redis every command is bounded by `timeout_seconds` (SWITCHBOARD_BROKER_TIMEOUT_SECONDS),
+    so a Redis that stops answering costs a relay or a sweep that long, never a hang."""
     broker: dramatiq.Broker
     if redis_url:
-        broker = RedisBroker(url=redis_url, namespace=NAMESPACE)  # type: ignore[no-untyped-call]
+        client = redis.Redis.from_url(
+            redis_url, socket_timeout=timeout_seconds, socket_connect_timeout=timeout_seconds
+        )
+        broker = RedisBroker(client=client, namespace=NAMESPACE)  # type: ignore[no-untyped-call]
     else:
         broker = StubBroker()
         broker.emit_after("process_boot")
@@ -37,19 +47,23 @@ def build_broker(redis_url: str | None) -> dramatiq.Broker:
 
 
 def build_job_engine(settings: Settings) -> tuple[dramatiq.Broker, JobRuntime]:
-    """The broker with the job runtime and every actor declared on it."""
-    broker = build_broker(settings.redis_url)
-    runtime = JobRuntime(settings)
+    """The broker with the job runtime and every domain's tasks declared on it."""
+    broker = build_broker(settings.redis_url, settings.broker_timeout_seconds)
+    tasks = collect_tasks()
+    relay = outbox.BrokerRelay(broker, getattr(broker, "client", None))
+    runtime = JobRuntime(settings, tasks, relay)
     broker.add_middleware(runtime)
-    declare_actors(broker, runtime)
+    declare_actors(broker, runtime, tasks)
     return broker, runtime
 
 
 def install_job_engine(settings: Settings) -> tuple[dramatiq.Broker, JobRuntime]:
-    """Build the engine, make its broker the process's, and relay committed jobs to it."""
+    """Build the engine, make its broker the process's, and relay committed jobs to it (from
+    the relay's thread: never on the committing event loop)."""
     broker, runtime = build_job_engine(settings)
     dramatiq.set_broker(broker)
-    outbox.set_dispatcher(outbox.broker_dispatcher)
+    assert runtime.relay is not None
+    outbox.set_dispatcher(runtime.relay.submit)
     return broker, runtime
 
 

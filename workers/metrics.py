@@ -1,4 +1,5 @@
-"""Prometheus figures of the job engine, and how a `switchboard worker` serves them.
+"""Prometheus figures of the job engine, and how a `switchboard worker` serves them (each
+domain's tasks.py declares its own figures, e.g. app/webhooks/tasks.py).
 
 In the embedded mode (`switchboard serve` without Redis) they live in the API process's registry
 and its /metrics serves them. A `switchboard worker` runs `--processes` Dramatiq processes: with
@@ -17,24 +18,19 @@ from wsgiref.simple_server import WSGIServer
 import dramatiq
 import structlog
 from dramatiq.middleware import Middleware
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client import values as prometheus_values
 from prometheus_client.multiprocess import MultiProcessCollector
 
 logger = structlog.get_logger("switchboard.worker")
 
-WEBHOOK_DELIVERIES = Counter(
-    "switchboard_webhook_delivery_attempts_total",
-    "Webhook delivery attempts by outcome",
-    ["outcome"],  # success | http_error | network_error | refused
-)
-WEBHOOK_LATENCY = Histogram(
-    "switchboard_webhook_delivery_seconds",
-    "Duration of one webhook delivery attempt",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
 JOB_FAILURES = Counter(
     "switchboard_job_failures_total", "Job runs that raised, by actor", ["actor"]
+)
+STALE_RUNS = Counter(
+    "switchboard_job_stale_runs_total",
+    "Runs refused when settling: their lease ran out and another run holds the job",
+    ["actor"],
 )
 OUTBOX_JOBS = Gauge(
     "switchboard_outbox_jobs",

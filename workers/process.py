@@ -65,17 +65,13 @@ if settings.worker_metrics_port:
     else:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
 
-import dramatiq.worker  # noqa: E402  (after PROMETHEUS_MULTIPROC_DIR, see above)
-import structlog  # noqa: E402
+import structlog  # noqa: E402  (after PROMETHEUS_MULTIPROC_DIR, see above)
 
 from app.observability import configure_logging  # noqa: E402
 from workers import metrics  # noqa: E402
 from workers.broker import install_job_engine  # noqa: E402
 
 configure_logging(settings.log_level)
-# Dramatiq reads its prefetch from the environment when first imported, before settings exist;
-# the Worker reads this module global when it is built, after this module ran.
-dramatiq.worker.QUEUE_PREFETCH = settings.worker_prefetch
 broker, runtime = install_job_engine(settings)
 if metrics_error is not None:
     structlog.get_logger("switchboard.worker").error(

@@ -1,55 +1,66 @@
 """What every worker process holds while it runs jobs, and the one way a job runs.
 
-`JobRuntime` is Dramatiq middleware: as the worker boots (once the AsyncIO middleware has
-started its event loop thread, before any worker thread takes a message) it opens the
-database engine and the HTTP client on that loop, and starts the outbox sweep; it closes them
-once the worker threads have stopped.
+`JobRuntime` is Dramatiq middleware and implements app/kit/jobs.py's `JobRuntime` for the
+bodies of every domain's tasks: as the worker boots (once the AsyncIO middleware has started
+its event loop thread, before any worker thread takes a message) it opens the database engine
+on that loop and starts the outbox sweep; it closes them once the worker threads have stopped.
 
 `run_job` wraps every job: claim the outbox row, run the job body, then finish or reschedule
-the row. Bodies receive the runtime and the row's arguments, and return None when done or the
-time to run again. An exception is retried with backoff from the database (never by Dramatiq's
-own retries, which Redis may lose), and counts towards parking.
+the row with the claim's fencing token. Bodies return None when done or the time to run
+again. An exception is retried with backoff from the database (never by Dramatiq's own
+retries, which Redis may lose), and counts towards parking. Detached jobs (webhook attempts)
+run on the loop without holding a worker thread, at most `worker_local_jobs` at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 import dramatiq
 import structlog
 from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import Middleware
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.db.runner import SessionRunner, StatementPool, StatementRunner
 from app.kit import outbox
 from app.kit.clock import utcnow
+from app.kit.jobs import JobBody, JobContext, Task
 from app.resources import Resources
-from app.webhooks.sender import WebhookSender
 from workers import metrics
 
 logger = structlog.get_logger("switchboard.worker")
 
-JobBody = Callable[["JobContext"], Awaitable[datetime | None]]
+T = TypeVar("T")
 MAX_ERROR_BACKOFF_SECONDS = 300.0
 
 
 class JobRuntime(Middleware):
     """Per-process resources of the job engine, and the outbox sweep."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: Settings,
+        tasks: dict[str, Task] | None = None,
+        relay: outbox.BrokerRelay | None = None,
+    ) -> None:
+        self._settings = settings
+        self.tasks: dict[str, Task] = tasks or {}
+        # Sends what the sweep finds (off the loop) and knows what the broker holds.
+        self.relay = relay
         self._resources: Resources | None = None
-        self._sender: WebhookSender | None = None
         self._statement_pool: StatementPool | None = None
-        # Jobs started on this process's loop by `run_locally`, awaited before closing.
+        self._shared: dict[Callable[[Settings], Any], Any] = {}
+        # Jobs running on this process's loop (detached ones and a fan-out's own deliveries),
+        # awaited before closing; `_room` bounds them (taken from any thread).
         self._local_jobs: set[asyncio.Task[None]] = set()
+        self._room = threading.Semaphore(settings.worker_local_jobs)
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Actors this process can run; the sweep sends nothing else (see outbox.sweep).
         self.known_actors: frozenset[str] = frozenset()
         self._sweeper: asyncio.Task[None] | None = None
@@ -58,13 +69,13 @@ class JobRuntime(Middleware):
     # order, so the AsyncIO middleware's loop exists; the worker threads do not yet.
     def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.known_actors = frozenset(broker.get_declared_actors())
-        _loop_thread().run_coroutine(self._open())
+        _loop_thread().run_coroutine(self.open())
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         # After the worker threads finished their messages: a delivery in flight keeps its
         # connection and database pool. "after" hooks run in reverse middleware order, so the
         # AsyncIO middleware's loop is still running here.
-        _loop_thread().run_coroutine(self._close())
+        _loop_thread().run_coroutine(self.close())
 
     @property
     def resources(self) -> Resources:
@@ -73,10 +84,14 @@ class JobRuntime(Middleware):
         return self._resources
 
     @property
-    def sender(self) -> WebhookSender:
-        if self._sender is None:
-            raise RuntimeError("the job runtime is not open (is the worker booted?)")
-        return self._sender
+    def settings(self) -> Settings:
+        return self._settings
+
+    def shared(self, factory: Callable[[Settings], T]) -> T:
+        found = self._shared.get(factory)
+        if found is None:
+            found = self._shared[factory] = factory(self._settings)
+        return found
 
     @asynccontextmanager
     async def statements(self, *, transaction: bool = True) -> AsyncIterator[StatementRunner]:
@@ -91,7 +106,9 @@ class JobRuntime(Middleware):
             yield SessionRunner(session)
             await session.commit()
 
-    async def _open(self) -> None:
+    async def open(self) -> None:
+        """Open the process's resources on the running loop (the worker boot does this)."""
+        self._loop = asyncio.get_running_loop()
         self._resources = Resources.from_settings(self.settings, serves_api=False)
         engine = self._resources.engine
         if engine is not None and engine.dialect.driver == "asyncpg":
@@ -102,27 +119,51 @@ class JobRuntime(Middleware):
             pool = StatementPool(self.settings.database_url, engine.dialect, size)
             await pool.open()
             self._statement_pool = pool
-        self._sender = WebhookSender(
-            allow_private=self.settings.allow_private_webhook_urls,
-            timeout_seconds=self.settings.webhook_timeout_seconds,
-        )
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
-    def local_room(self) -> int:
-        """How many more jobs `run_locally` may start now."""
-        return max(0, self.settings.worker_local_jobs - len(self._local_jobs))
+    def hand_over(self, refs: Sequence[outbox.JobRef]) -> None:
+        """Jobs this process just committed: run what fits on this loop, relay the rest."""
+        for index, ref in enumerate(refs):
+            task = self.tasks.get(ref.actor)
+            if task is None or not self._room.acquire(blocking=False):
+                outbox.relay(refs[index:])
+                return
+            self._start(ref.id, task.body)
 
-    def run_locally(self, job: Awaitable[None]) -> None:
-        """Run a job this process just committed on its own loop, skipping the broker round trip.
+    def taken(self, job_id: str) -> None:
+        """A worker thread took the job's message (the broker no longer holds it)."""
+        if self.relay is not None:
+            self.relay.taken(job_id)
+
+    def start_detached(self, job_id: str, body: JobBody) -> None:
+        """From a worker thread: start the job on the loop and return, waiting only while the
+        process already runs `worker_local_jobs` jobs there.
 
         The job is still an outbox row claimed under a lease: if this process dies, the sweep
         sends it through the broker like any other.
         """
-        task = asyncio.ensure_future(job)
-        self._local_jobs.add(task)
-        task.add_done_callback(self._local_jobs.discard)
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the job runtime is not open (is the worker booted?)")
+        self._room.acquire()
+        try:
+            loop.call_soon_threadsafe(self._start, job_id, body)
+        except RuntimeError:  # the loop closed under us: the sweep sends the job again
+            self._room.release()
+            raise
 
-    async def _close(self) -> None:
+    def _start(self, job_id: str, body: JobBody) -> None:
+        """On the loop, with a room slot taken: run the job, then free the slot."""
+        task = asyncio.ensure_future(run_job(self, job_id, body))
+        self._local_jobs.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._local_jobs.discard(finished)
+            self._room.release()
+
+        task.add_done_callback(done)
+
+    async def close(self) -> None:
         if self._local_jobs:
             # Let deliveries in flight finish (each is bounded by the webhook timeout).
             _, pending = await asyncio.wait(
@@ -134,9 +175,11 @@ class JobRuntime(Middleware):
             self._sweeper.cancel()
             await asyncio.gather(self._sweeper, return_exceptions=True)
             self._sweeper = None
-        if self._sender is not None:
-            await self._sender.aclose()
-            self._sender = None
+        for shared in self._shared.values():
+            close = getattr(shared, "aclose", None)
+            if close is not None:
+                await close()
+        self._shared.clear()
         if self._statement_pool is not None:
             await self._statement_pool.close()
             self._statement_pool = None
@@ -158,35 +201,22 @@ class JobRuntime(Middleware):
         """Send due jobs the broker does not hold; returns how many were sent."""
         async with self.resources.session(writes=True) as session:
             refs = await outbox.sweep(
-                session, self.settings.outbox_redispatch_seconds, self.known_actors
+                session,
+                self.settings.outbox_redispatch_seconds,
+                self.known_actors,
+                held=self._held if self.relay is not None else None,
             )
             await session.commit()
             counts = await outbox.count_by_status(session)
         metrics.record_outbox(counts)
-        if refs:
-            outbox.broker_dispatcher(refs)
-        return len(refs)
+        if refs and self.relay is not None:
+            # Off the loop: a slow Redis costs the sweep's thread, never the loop's other jobs.
+            return await asyncio.to_thread(self.relay.send, refs)
+        return 0
 
-
-@dataclass
-class JobContext:
-    """One run of one job, as its body sees it."""
-
-    runtime: JobRuntime
-    job_id: str
-    args: list[Any]
-    settled: bool = False
-
-    async def settle(self, runner: StatementRunner | AsyncSession, again: datetime | None) -> None:
-        """Finish (or reschedule) the job inside the body's own last transaction: one commit
-        less per run. The body must then commit that transaction."""
-        if isinstance(runner, AsyncSession):
-            runner = SessionRunner(runner)
-        if again is None:
-            await outbox.finish(runner, self.job_id)
-        else:
-            await outbox.reschedule(runner, self.job_id, again)
-        self.settled = True
+    async def _held(self, refs: Sequence[outbox.JobRef], due: dict[str, Any]) -> set[str]:
+        assert self.relay is not None
+        return await asyncio.to_thread(self.relay.held, refs, due)
 
 
 def _loop_thread() -> Any:
@@ -214,16 +244,23 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
         )
     if claimed is None:
         return
-    context = JobContext(runtime, job_id, claimed.args)
+    context = JobContext(runtime, job_id, claimed.args, claimed.token)
     try:
         again = await body(context)
+        if not context.settled:
+            async with runtime.statements(transaction=False) as runner:
+                await context.settle(runner, again)
+    except outbox.StaleRun:
+        # Another run claimed the job after this one's lease ran out; it settles the job.
+        logger.warning("stale run refused", job_id=job_id, actor=claimed.actor)
+        metrics.STALE_RUNS.labels(claimed.actor).inc()
     except Exception as exc:
         logger.exception("job failed", job_id=job_id, actor=claimed.actor)
         metrics.JOB_FAILURES.labels(claimed.actor).inc()
-        async with runtime.statements(transaction=False) as runner:
-            retry_at = utcnow() + _error_backoff(claimed.starts, settings)
-            await outbox.reschedule(runner, job_id, retry_at, error=f"{type(exc).__name__}: {exc}")
-        return
-    if not context.settled:
-        async with runtime.statements(transaction=False) as runner:
-            await context.settle(runner, again)
+        retry_at = utcnow() + _error_backoff(claimed.starts, settings)
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            async with runtime.statements(transaction=False) as runner:
+                await outbox.reschedule(runner, job_id, claimed.token, retry_at, error=error)
+        except outbox.StaleRun:
+            logger.warning("stale run refused", job_id=job_id, actor=claimed.actor)

@@ -15,12 +15,16 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictFloat,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 
 from app.kit.jsonutil import dumps
+from app.kit.validation import HTTP_URL_PATTERN, NOT_BLANK_CHAR, NOT_BLANK_PATTERN, JsonObject
 
 LlmProvider = Literal["openai", "anthropic", "groq"]
 VoiceProvider = Literal["elevenlabs", "cartesia"]
@@ -62,12 +66,19 @@ ModelName = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,99}$", max_length=100)
 ]
 # Non-blank text: at least one character that is not white space.
-Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=r"\S")]
+Text = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH, pattern=NOT_BLANK_PATTERN)
+]
+# Checked here for its form only (clear messages in `_check_url`); the document shows the
+# stricter form the outbound URL guard accepts (HTTP_URL_PATTERN), which judges it on write.
 HttpUrl = Annotated[
     str,
     StringConstraints(
-        strip_whitespace=True, max_length=MAX_URL_LENGTH, pattern=r"^[Hh][Tt][Tt][Pp][Ss]?://\S+$"
+        strip_whitespace=True,
+        max_length=MAX_URL_LENGTH,
+        pattern=rf"^[Hh][Tt][Tt][Pp][Ss]?://{NOT_BLANK_CHAR}+$",
     ),
+    WithJsonSchema({"type": "string", "maxLength": MAX_URL_LENGTH, "pattern": HTTP_URL_PATTERN}),
 ]
 
 
@@ -115,13 +126,16 @@ class _Input(BaseModel):
 
 
 class VoiceSettings(_Input):
-    voice_id: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"\S")]
-    name: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"\S")]
+    voice_id: Annotated[
+        str, StringConstraints(min_length=1, max_length=255, pattern=NOT_BLANK_PATTERN)
+    ]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=NOT_BLANK_PATTERN)]
     provider: VoiceProvider = DEFAULT_VOICE_PROVIDER
 
 
 class BookingConfig(_Input):
-    booking_enabled: bool = False
+    # Strict: `0`, `"false"` or `"no"` are refused, as the document's `boolean` says.
+    booking_enabled: StrictBool = False
     provider: CalendarProvider = DEFAULT_CALENDAR_PROVIDER
     prompt: str | None = Field(default=None, max_length=MAX_TEXT_LENGTH)
 
@@ -133,7 +147,7 @@ class CustomTool(_Input):
     description: Text
     url: HttpUrl
     method: HttpMethod = DEFAULT_TOOL_METHOD
-    parameters: dict[str, Any] = Field(
+    parameters: JsonObject = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
         description='JSON Schema of the arguments: {"type": "object", "properties": {...}, '
         '"required": [...]}',
@@ -168,11 +182,18 @@ class AgentConfig(_Input):
     llm_provider: LlmProvider = DEFAULT_LLM_PROVIDER
     # None until validated: then the provider's default model.
     llm_model: ModelName | None = None
-    temperature: float = Field(default=DEFAULT_TEMPERATURE, ge=0.0, le=1.0)
+    temperature: StrictFloat = Field(default=DEFAULT_TEMPERATURE, ge=0.0, le=1.0)
+    # An OpenAI-compatible endpoint (its base URL, e.g. https://llm.example.com/v1) that
+    # writes replies in simulated calls; without one a deterministic responder answers.
+    llm_base_url: HttpUrl | None = None
     voice_settings: VoiceSettings | None = None
     booking_config: BookingConfig = Field(default_factory=BookingConfig)
     custom_tools: list[CustomTool] = Field(default_factory=list, max_length=MAX_CUSTOM_TOOLS)
     mcp_tools: list[McpTool] = Field(default_factory=list, max_length=MAX_MCP_TOOLS)
+
+    _llm_base_url = field_validator("llm_base_url")(
+        lambda value: None if value is None else _check_url(value)
+    )
 
     @field_validator("custom_tools")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.agents.config import AgentConfig, capability_names, configuration_summary
+from app.kit.validation import DisplayName
 
 AgentType = Literal["prompt", "static"]
 AgentStatus = Literal["active", "inactive", "training"]
@@ -25,9 +26,8 @@ DEFAULT_TIMEZONE = "UTC"
 ACTIVE = "active"
 INACTIVE = "inactive"
 
-AgentName = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255, pattern=r"\S")
-]
+# The one rule for names (contacts, agents, organizations): app/kit/validation.py.
+AgentName = DisplayName
 # The form of an IANA zone name; `_known_timezone` then checks that the zone exists.
 Timezone = Annotated[
     str,
@@ -55,7 +55,7 @@ _CREATE_EXAMPLE: dict[str, Any] = {
             {
                 "name": "lookup_order",
                 "description": "Find an order by its number",
-                "url": "https://api.example.com/orders/lookup",
+                "url": "https://93.184.216.34/orders/lookup",
                 "method": "POST",
                 "parameters": {
                     "type": "object",
@@ -67,7 +67,7 @@ _CREATE_EXAMPLE: dict[str, Any] = {
         "mcp_tools": [
             {
                 "name": "crm",
-                "url": "https://mcp.example.com/mcp",
+                "url": "https://93.184.216.35/mcp",
                 "transport": "streamable_http",
                 "allowed_tools": ["find_customer"],
             }

@@ -11,15 +11,16 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.config import AgentConfig
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE, AgentCreate, AgentUpdate
 from app.auth.subject import Subject
-from app.kit.errors import InvalidInput, NotFound
+from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
+from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 
-AGENT = "Agent"
 INVALID_ID_MESSAGE = "Invalid or missing agent_id"
 
 
@@ -31,14 +32,38 @@ def _checked_id(agent_id: str) -> str:
 
 
 async def _get_entity(repository: AgentRepository, agent_id: str) -> Agent:
-    agent = await repository.get(_checked_id(agent_id))
-    if agent is None:
-        raise NotFound(AGENT)
-    return agent
+    return await repository.get_or_404(_checked_id(agent_id))
 
 
-async def create_agent(session: AsyncSession, subject: Subject, data: AgentCreate) -> Agent:
-    """A new agent, active, with the normalized configuration."""
+async def _guard_tool_urls(config: AgentConfig, allow_private: bool, resolver: Resolver) -> None:
+    """The outbound URL guard webhooks use (app/webhooks/ssrf.py), on every URL the agent
+    would call: a tool must not reach this host, its private networks or cloud metadata."""
+    urls = [
+        *((f"custom_tools[{index}]", tool.url) for index, tool in enumerate(config.custom_tools)),
+        *((f"mcp_tools[{index}]", tool.url) for index, tool in enumerate(config.mcp_tools)),
+    ]
+    for where, url in urls:
+        try:
+            await resolve_public_addresses(url, allow_private=allow_private, resolver=resolver)
+        except InvalidInput as exc:
+            field = f"agent_config.{where}.url"
+            raise InvalidInput(f"{field}: {exc.message}", field=field) from exc
+
+
+async def create_agent(
+    session: AsyncSession,
+    subject: Subject,
+    data: AgentCreate,
+    *,
+    allow_private: bool,
+    resolver: Resolver = system_resolver,
+) -> Agent:
+    """A new agent, active, with the normalized configuration.
+
+    `allow_private` is `settings.allow_private_webhook_urls` (one switch for every URL a
+    user gives the service to call); `resolver` exists for tests.
+    """
+    await _guard_tool_urls(data.agent_config, allow_private, resolver)
     agent = Agent(
         organization_id=subject.organization_id,
         name=data.name,
@@ -53,9 +78,9 @@ async def create_agent(session: AsyncSession, subject: Subject, data: AgentCreat
 
 
 async def get_agent(session: AsyncSession, subject: Subject, agent_id: str) -> Any:
-    row = await AgentRepository(session, subject.organization_id).get_row(_checked_id(agent_id))
-    if row is None:
-        raise NotFound(AGENT)
+    row = await AgentRepository(session, subject.organization_id).get_row_or_404(
+        _checked_id(agent_id)
+    )
     return row
 
 
@@ -67,12 +92,20 @@ async def list_agents(
 
 
 async def update_agent(
-    session: AsyncSession, subject: Subject, agent_id: str, data: AgentUpdate
+    session: AsyncSession,
+    subject: Subject,
+    agent_id: str,
+    data: AgentUpdate,
+    *,
+    allow_private: bool,
+    resolver: Resolver = system_resolver,
 ) -> Agent:
     """Replaces the fields given. A new `agent_config` replaces the stored one whole: voice
     settings, prompts and tool integrations left out of it are gone, not kept."""
     repository = AgentRepository(session, subject.organization_id)
     agent = await _get_entity(repository, agent_id)
+    if data.agent_config is not None:
+        await _guard_tool_urls(data.agent_config, allow_private, resolver)
     if data.name is not None:
         agent.name = data.name
     if data.timezone is not None:

@@ -5,7 +5,11 @@ list request). Keys never change after creation except by revocation, so a proce
 what it read, provided revocation still takes effect at once: revoking sends
 `NOTIFY switchboard_api_keys` in the revoking transaction, and every process LISTENs and drops
 the key when the transaction commits. While the listening connection is down the cache is
-bypassed, so a lost notification can never keep a revoked key alive. Expiry is checked on
+bypassed, so a lost notification can never keep a revoked key alive. "Down" includes a
+connection that died silently (a half-open TCP connection after a network partition or a
+failover, which never reports its end): the listener pings it every `PING_SECONDS` and drops
+the cache when no answer comes within `PING_TIMEOUT_SECONDS`, so a revoked key stays usable at
+most that long after its revocation, never until the TTL. Expiry is checked on
 every use against the cached expiry time. SQLite deployments do not cache (another process,
 such as the CLI, could not reach the server's cache).
 """
@@ -29,6 +33,9 @@ CHANNEL = "switchboard_api_keys"
 TTL_SECONDS = 300.0
 MAX_ENTRIES = 10_000
 _RECONNECT_DELAY_SECONDS = 1.0
+# How often the listening connection must prove it is alive, and how long it may take to.
+PING_SECONDS = 5.0
+PING_TIMEOUT_SECONDS = 2.0
 
 
 class CredentialCache:
@@ -85,11 +92,23 @@ async def announce_revocation(session: AsyncSession, key_hash: str) -> None:
 
 
 class RevocationListener:
-    """Keeps one connection LISTENing; the cache works only while it is connected."""
+    """Keeps one connection LISTENing; the cache works only while it is connected and answers
+    its pings."""
 
-    def __init__(self, dsn: str, cache: CredentialCache) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        cache: CredentialCache,
+        *,
+        ping_seconds: float = PING_SECONDS,
+        ping_timeout_seconds: float = PING_TIMEOUT_SECONDS,
+        reconnect_delay_seconds: float = _RECONNECT_DELAY_SECONDS,
+    ) -> None:
         self._dsn = dsn
         self._cache = cache
+        self._ping_seconds = ping_seconds
+        self._ping_timeout = ping_timeout_seconds
+        self._reconnect_delay = reconnect_delay_seconds
         self._connection: Any = None
         self._task: asyncio.Task[None] | None = None
         self._lost = asyncio.Event()
@@ -100,10 +119,12 @@ class RevocationListener:
 
     async def _connect(self) -> None:
         try:
-            connection = await asyncpg.connect(self._dsn)
-            await connection.add_listener(CHANNEL, self._on_notification)
-        except (OSError, asyncpg.PostgresError) as exc:
-            logger.warning("api key revocation listener unavailable", error=str(exc))
+            connection = await asyncpg.connect(self._dsn, timeout=self._ping_timeout * 2)
+            await asyncio.wait_for(
+                connection.add_listener(CHANNEL, self._on_notification), self._ping_timeout
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            logger.warning("api key revocation listener unavailable", error=repr(exc))
             self._lost.set()
             return
         connection.add_termination_listener(self._on_termination)
@@ -119,11 +140,35 @@ class RevocationListener:
         self._connection = None
         self._lost.set()
 
+    async def _alive(self) -> bool:
+        connection = self._connection
+        if connection is None:
+            return False
+        try:
+            await asyncio.wait_for(connection.fetchval("SELECT 1"), self._ping_timeout)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            return False
+        return True
+
+    def _drop(self) -> None:
+        """The connection stopped answering: serve nothing from the cache, and let it go."""
+        logger.warning("api key revocation listener stopped answering; cache off until back")
+        self._cache.set_enabled(False)
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.terminate()
+        self._lost.set()
+
     async def _keep_connected(self) -> None:
         while True:
-            await self._lost.wait()
+            try:
+                await asyncio.wait_for(self._lost.wait(), self._ping_seconds)
+            except TimeoutError:
+                if await self._alive():
+                    continue
+                self._drop()
             self._cache.set_enabled(False)
-            await asyncio.sleep(_RECONNECT_DELAY_SECONDS)
+            await asyncio.sleep(self._reconnect_delay)
             await self._connect()
 
     async def close(self) -> None:
@@ -132,5 +177,9 @@ class RevocationListener:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._connection is not None:
-            await self._connection.close()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                await connection.close(timeout=self._ping_timeout)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                connection.terminate()

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.service import ResolvedCredential, resolve_credential, touch_api_key
 from app.auth.subject import Subject
 from app.kit import limits
-from app.kit.errors import OrganizationMismatch
+from app.kit.errors import OrganizationMismatch, RateLimited
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.auth")
@@ -26,7 +26,8 @@ async def authenticate(
     settings = resources.settings
     await limits.enforce(
         resources.rate_limiter,
-        credential.subject,
+        credential.subject.principal_id,
+        credential.subject.organization_id,
         settings.key_rate_limit,
         settings.org_rate_limit,
     )
@@ -52,3 +53,23 @@ async def record_key_use(resources: Resources, key_id: str | None) -> None:
             await session.commit()
     except Exception:
         logger.warning("could not record api key use", key_id=key_id, exc_info=True)
+
+
+async def enforce_address_limit(resources: Resources, address: str) -> None:
+    """A request without a credential spends from its client address's bucket instead."""
+    decision = await resources.rate_limiter.hit(
+        f"addr:{address}", resources.settings.address_rate_limit
+    )
+    if not decision.allowed:
+        raise RateLimited(decision.retry_after)
+
+
+async def enforce_login_address_limit(resources: Resources, address: str, attempts: int) -> None:
+    """Login attempts per client address, beside the per-e-mail limit of the login itself:
+    trying one password on many e-mails (password spraying) is throttled too."""
+    limit = resources.settings.login_address_rate_limit
+    decision = await resources.rate_limiter.hit(
+        f"login-addr:{address}", limit, min(attempts, limit.limit)
+    )
+    if not decision.allowed:
+        raise RateLimited(decision.retry_after)

@@ -41,6 +41,7 @@ async def touch(session: AsyncSession, key_id: str, when: datetime) -> None:
 
 class ApiKeyRepository(OrgScopedRepository[ApiKey]):
     model = ApiKey
+    resource = "API key"
     list_columns: ClassVar = (
         ApiKey.id,
         ApiKey.organization_id,
@@ -55,6 +56,3 @@ class ApiKeyRepository(OrgScopedRepository[ApiKey]):
         ApiKey.created_at,
         ApiKey.updated_at,
     )
-
-    def add(self, key: ApiKey) -> None:
-        self.session.add(key)

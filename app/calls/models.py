@@ -86,3 +86,25 @@ class CallLog(TimestampMixin, Base):
     summary: Mapped[str | None] = mapped_column(Text, nullable=True)
     # USD. A double: the API reports it as a JSON number and nothing sums it server-side.
     cost: Mapped[float] = mapped_column(Amount(), default=0.0)
+
+
+class AgentPhoneNumber(TimestampMixin, Base):
+    """A carrier number whose incoming calls an agent answers. A number belongs to one
+    organization and one agent at a time (unique across the service: the carrier routes
+    each number to one account)."""
+
+    __tablename__ = "agent_phone_numbers"
+    __table_args__ = (
+        Index(
+            "ix_agent_phone_numbers_organization_id_created_at_id",
+            "organization_id",
+            "created_at",
+            "id",
+        ),
+    )
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    phone_number: Mapped[str] = mapped_column(String(50), unique=True)
+    livemode: Mapped[bool] = mapped_column(Boolean)

@@ -17,8 +17,10 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.calls.models import CallLog
+from app.calls.models import AgentPhoneNumber, CallLog
+from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
 
@@ -35,6 +37,7 @@ _NEWEST_FIRST = (CallLog.started_at.desc(), CallLog.id.desc())
 
 class CallLogRepository(OrgScopedRepository[CallLog]):
     model = CallLog
+    resource = "Call log"
     counted = True
     list_columns: ClassVar = (
         CallLog.id,
@@ -59,9 +62,6 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         CallLog.created_at,
         CallLog.updated_at,
     )
-
-    def add(self, call_log: CallLog) -> None:
-        self.session.add(call_log)
 
     @staticmethod
     def filters(*, direction: str | None, status: str | None, search: str | None) -> list[Filter]:
@@ -110,7 +110,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
             statement = self._recent_lateral(contact_ids, limit)
         else:
             statement = self._recent_ranked(contact_ids, limit)
-        return list((await self.session.execute(statement)).all())
+        return list((await self._execute(statement)).all())
 
     def _recent_lateral(self, contact_ids: Sequence[str], limit: int) -> Select[Any]:
         # Per contact, an index walk of (contact_id, started_at, id) that stops after `limit`.
@@ -121,7 +121,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         )
         newest = (
             select(*self.list_columns)
-            .where(self._org_condition(), CallLog.contact_id == wanted.c.contact_id)
+            .where(self._org_bound(), CallLog.contact_id == wanted.c.contact_id)
             .order_by(*_NEWEST_FIRST)
             .limit(limit)
             .lateral("newest")
@@ -141,7 +141,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         )
         ranked = (
             select(*self.list_columns, rank)
-            .where(self._org_condition(), CallLog.contact_id.in_(list(contact_ids)))
+            .where(self._org_bound(), CallLog.contact_id.in_(list(contact_ids)))
             .subquery("ranked")
         )
         columns = [ranked.c[column.key] for column in self.list_columns]
@@ -168,3 +168,46 @@ def _matches_search() -> ColumnElement[bool]:
         | CallLog.from_number.ilike(pattern, escape="\\")
         | CallLog.to_number.ilike(pattern, escape="\\")
     )
+
+
+async def call_log_for_carrier(session: AsyncSession, call_log_id: str) -> CallLog | None:
+    """The call log a carrier callback or a call job names, locked for the update that
+    follows (PostgreSQL; SQLite writers hold the database lock already).
+
+    Not scoped to an organization on purpose: these callers have no credential, only the
+    signed (or job-recorded) id; the organization is read from the row.
+    """
+    canonical = normalize_id(call_log_id)
+    if canonical is None:
+        return None
+    statement = select(CallLog).where(CallLog.id == canonical).with_for_update()
+    return (await session.scalars(statement)).one_or_none()
+
+
+class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
+    model = AgentPhoneNumber
+    resource = "Phone number"
+    list_columns: ClassVar = (
+        AgentPhoneNumber.id,
+        AgentPhoneNumber.organization_id,
+        AgentPhoneNumber.agent_id,
+        AgentPhoneNumber.phone_number,
+        AgentPhoneNumber.livemode,
+        AgentPhoneNumber.created_at,
+        AgentPhoneNumber.updated_at,
+    )
+
+
+async def assignment_for_number(
+    session: AsyncSession, phone_number: str
+) -> AgentPhoneNumber | None:
+    """Who answers `phone_number`, whichever organization it is (the carrier's incoming-call
+    webhook knows only the number called)."""
+    statement = select(AgentPhoneNumber).where(AgentPhoneNumber.phone_number == phone_number)
+    return (await session.scalars(statement)).one_or_none()
+
+
+async def call_log_by_call_id(session: AsyncSession, call_id: str) -> CallLog | None:
+    """A call by the carrier's SID (inbound calls, whose callbacks carry no log id)."""
+    statement = select(CallLog).where(CallLog.call_id == call_id).with_for_update()
+    return (await session.scalars(statement)).first()

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
 from app.kit.pagination import MAX_LIMIT
+from app.kit.serialize import public_shape
 
 CallDirection = Literal["inbound", "outbound"]
 CallStatus = Literal["completed", "in-progress", "busy", "failed", "no-answer"]
@@ -93,29 +100,77 @@ class CallLogResponse(BaseModel):
     updated_at: str
 
 
-def call_log_to_public(call_log: Any) -> dict[str, Any]:
-    """REST/event shape of a call log row or entity, for app.kit.jsonutil.dumps."""
-    return {
-        "id": call_log.id,
-        "organization_id": call_log.organization_id,
-        "call_id": call_log.call_id,
-        "agent_id": call_log.agent_id,
-        "chat_phone_number_id": call_log.chat_phone_number_id,
-        "phone_number_id": call_log.phone_number_id,
-        "contact_id": call_log.contact_id,
-        "from_number": call_log.from_number,
-        "to_number": call_log.to_number,
-        "direction": call_log.direction,
-        "status": call_log.status,
-        "duration_seconds": call_log.duration_seconds,
-        # datetimes stay objects: orjson writes them as ISO 8601 with a Z.
-        "started_at": call_log.started_at,
-        "ended_at": call_log.ended_at,
-        "recording_url": call_log.recording_url,
-        "transcript": call_log.transcript or [],
-        "summary": call_log.summary,
-        "cost": float(call_log.cost),
-        "livemode": call_log.livemode,
-        "created_at": call_log.created_at,
-        "updated_at": call_log.updated_at,
-    }
+# The REST/event shape of a call log row or entity.
+call_log_to_public = public_shape(
+    CallLogResponse, transcript=lambda transcript: transcript or [], cost=float
+)
+
+
+MAX_SCRIPT_LINES = 20
+MAX_SCRIPT_LINE_LENGTH = 500
+MAX_METADATA_KEYS = 50
+
+
+class CallDispatch(BaseModel):
+    """POST /api/v1/calls and the dispatchCall mutation."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # document still declares the UUID form.
+    agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
+    to_number: str = Field(min_length=1, max_length=50)
+    from_number: str | None = Field(default=None, min_length=1, max_length=50)
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        max_length=MAX_METADATA_KEYS,
+        description="Free-form; on test-mode calls `script` (a list of caller lines) is what "
+        "the simulated caller says",
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _script(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None or "script" not in value:
+            return value
+        script = value["script"]
+        if (
+            not isinstance(script, list)
+            or not 1 <= len(script) <= MAX_SCRIPT_LINES
+            or not all(
+                isinstance(line, str) and line.strip() and len(line) <= MAX_SCRIPT_LINE_LENGTH
+                for line in script
+            )
+        ):
+            raise ValueError(
+                f"script must be a list of 1 to {MAX_SCRIPT_LINES} caller lines of at most "
+                f"{MAX_SCRIPT_LINE_LENGTH} characters"
+            )
+        return value
+
+    def script(self) -> list[str] | None:
+        return None if self.metadata is None else self.metadata.get("script")
+
+
+class PhoneNumberAssign(BaseModel):
+    """POST /api/v1/phone-numbers: the agent that answers a number's incoming calls."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phone_number: str = Field(min_length=1, max_length=50)
+    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # document still declares the UUID form.
+    agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
+
+
+class PhoneNumberResponse(BaseModel):
+    id: str
+    organization_id: str
+    agent_id: str
+    phone_number: str
+    livemode: bool
+    created_at: str
+    updated_at: str
+
+
+phone_number_to_public = public_shape(PhoneNumberResponse)

@@ -20,7 +20,6 @@ from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.phone import to_e164
 
-CALL_LOG = "Call log"
 MAX_RECENT_CALLS = 20
 
 
@@ -81,10 +80,7 @@ async def record_call_log(
 
 
 async def get_call_log(session: AsyncSession, subject: Subject, call_log_id: str) -> Any:
-    row = await CallLogRepository(session, subject.organization_id).get_row(call_log_id)
-    if row is None:
-        raise NotFound(CALL_LOG)
-    return row
+    return await CallLogRepository(session, subject.organization_id).get_row_or_404(call_log_id)
 
 
 async def list_call_logs(

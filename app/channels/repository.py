@@ -16,6 +16,7 @@ _DUPLICATE_MARKERS = ("uq_channels_organization_id", "channels.phone_number_id")
 
 class ChannelRepository(OrgScopedRepository[Channel]):
     model = Channel
+    resource = "Channel"
     # Reads never select the sealed token: only `get` (the entity) carries it.
     list_columns: ClassVar = (
         Channel.id,
@@ -28,12 +29,6 @@ class ChannelRepository(OrgScopedRepository[Channel]):
         Channel.created_at,
         Channel.updated_at,
     )
-
-    def add(self, channel: Channel) -> None:
-        self.session.add(channel)
-
-    async def delete(self, channel: Channel) -> None:
-        await self.session.delete(channel)
 
     @staticmethod
     def test_mode_only() -> Filter:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.kit.phone import MAX_PHONE_LENGTH
+from app.kit.serialize import public_shape
+from app.kit.validation import NO_BLANKS_PATTERN
 
 MAX_UPSTREAM_ID_LENGTH = 64
 MAX_ACCESS_TOKEN_LENGTH = 4096
@@ -27,7 +29,7 @@ class ChannelCreate(BaseModel):
     business_account_id: UpstreamId
     # No white space anywhere: a token pasted with a stray space would only fail upstream.
     access_token: str = Field(
-        min_length=1, max_length=MAX_ACCESS_TOKEN_LENGTH, pattern=r"^\S+$", repr=False
+        min_length=1, max_length=MAX_ACCESS_TOKEN_LENGTH, pattern=NO_BLANKS_PATTERN, repr=False
     )
     name: str | None = Field(default=None, min_length=1, max_length=255)
 
@@ -46,16 +48,5 @@ class ChannelResponse(BaseModel):
     updated_at: str
 
 
-def channel_to_public(channel: Any) -> dict[str, Any]:
-    """REST shape of a channel row or entity. The access token is not part of it, ever."""
-    return {
-        "id": channel.id,
-        "organization_id": channel.organization_id,
-        "display_phone_number": channel.display_phone_number,
-        "phone_number_id": channel.phone_number_id,
-        "business_account_id": channel.business_account_id,
-        "name": channel.name,
-        "livemode": channel.livemode,
-        "created_at": channel.created_at,
-        "updated_at": channel.updated_at,
-    }
+# The REST shape of a channel row or entity; the access token is not part of it, ever.
+channel_to_public = public_shape(ChannelResponse)

@@ -19,12 +19,11 @@ from app.channels.models import Channel
 from app.channels.repository import ChannelRepository
 from app.channels.schemas import ChannelCreate
 from app.kit.crypto import SecretBox, secret_box
-from app.kit.errors import Conflict, InsufficientScope, NotFound
+from app.kit.errors import Conflict, InsufficientScope
 from app.kit.ids import new_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 
-CHANNEL = "Channel"
 ACCESS_TOKEN_PURPOSE = "channel-access-token"
 
 
@@ -83,9 +82,7 @@ async def create_channel(
 
 
 async def get_channel(session: AsyncSession, subject: Subject, channel_id: str) -> Any:
-    row = await ChannelRepository(session, subject.organization_id).get_row(channel_id)
-    if row is None:
-        raise NotFound(CHANNEL)
+    row = await ChannelRepository(session, subject.organization_id).get_row_or_404(channel_id)
     _check_mode(subject, row)
     return row
 
@@ -101,9 +98,7 @@ async def list_channels(
 
 async def get_channel_for_use(session: AsyncSession, subject: Subject, channel_id: str) -> Channel:
     """The channel entity (sealed token included) for work done through it."""
-    channel = await ChannelRepository(session, subject.organization_id).get(channel_id)
-    if channel is None:
-        raise NotFound(CHANNEL)
+    channel = await ChannelRepository(session, subject.organization_id).get_or_404(channel_id)
     _check_mode(subject, channel)
     return channel
 

@@ -9,12 +9,46 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, id_column
 
+# On PostgreSQL, GIN indexes that start with the organization (btree_gin), so a tenant's
+# filter reads only its own entries: jsonb_path_ops answers `tags @> '["vip"]'`, pg_trgm
+# answers `name ILIKE '%text%'` and `phone_number LIKE '%text%'` for 3 characters or more.
+# SQLite ignores the postgresql_* options and gets plain indexes on the same columns (the
+# organization prefix still narrows its scans).
+TAGS_INDEX = Index(
+    "ix_contacts_organization_id_tags",
+    "organization_id",
+    "tags",
+    postgresql_using="gin",
+    postgresql_ops={"tags": "jsonb_path_ops"},
+)
+SEARCH_INDEX = Index(
+    "ix_contacts_search_trgm",
+    "organization_id",
+    "name",
+    "phone_number",
+    postgresql_using="gin",
+    postgresql_ops={"name": "gin_trgm_ops", "phone_number": "gin_trgm_ops"},
+)
+
+
+# A search starting with '+' can only match an E.164 number as its prefix: a byte-ordered
+# B-tree range per organization (app/contacts/repository.py).
+PHONE_PREFIX_INDEX = Index(
+    "ix_contacts_organization_id_phone_number",
+    "organization_id",
+    "phone_number",
+    postgresql_ops={"phone_number": "text_pattern_ops"},
+)
+
 
 class Contact(TimestampMixin, Base):
     __tablename__ = "contacts"
     __table_args__ = (
         # Serves the newest-first cursor walk of one organization.
         Index("ix_contacts_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        TAGS_INDEX,
+        SEARCH_INDEX,
+        PHONE_PREFIX_INDEX,
     )
 
     id: Mapped[str] = id_column()

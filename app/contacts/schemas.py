@@ -5,34 +5,79 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
-    model_validator,
 )
-from pydantic.json_schema import SkipJsonSchema
 
 from app.kit.jsonutil import dumps
 from app.kit.phone import MAX_PHONE_LENGTH
+from app.kit.serialize import public_shape
+from app.kit.validation import (
+    DisplayName,
+    JsonObject,
+    not_blank,
+    refuse_null,
+    trimmed_schema,
+    without_null,
+)
 
 MAX_TAGS = 100
+# Tags as sent, repeats included (docs/api.md: repeats are dropped, then at most 100 remain).
+MAX_TAG_ITEMS = 1000
 MAX_TAG_LENGTH = 100
 MAX_CUSTOM_FIELDS_BYTES = 16 * 1024
 
 
-# A tag: 1 to 100 characters once trimmed, at least one of them not white space.
+# A tag: 1 to 100 characters, at least one of them not white space; stored trimmed.
 Tag = Annotated[
     str,
-    StringConstraints(
-        strip_whitespace=True, min_length=1, max_length=MAX_TAG_LENGTH, pattern=r"\S"
-    ),
+    StringConstraints(min_length=1, max_length=MAX_TAG_LENGTH),
+    AfterValidator(not_blank),
+    WithJsonSchema(trimmed_schema(MAX_TAG_LENGTH, "Surrounding white space is removed")),
 ]
 
 
 def _unique(tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tags))
+
+
+def _drop_repeats(value: Any) -> Any:
+    """Repeats go before the 100-tag cap is judged: 1,000 copies of one tag are one tag.
+    (Tags that differ only by surrounding white space are merged after trimming.)"""
+    if not isinstance(value, list):
+        return value
+    if len(value) > MAX_TAG_ITEMS:
+        raise ValueError(f"at most {MAX_TAG_ITEMS} tags may be sent")
+    seen: set[str] = set()
+    distinct = []
+    for item in value:
+        if isinstance(item, str):
+            if item in seen:
+                continue
+            seen.add(item)
+        distinct.append(item)
+    return distinct
+
+
+# At most 100 distinct tags; repeats are dropped first.
+Tags = Annotated[
+    list[Tag],
+    BeforeValidator(_drop_repeats),
+    Field(
+        max_length=MAX_TAGS,
+        # What is sent may repeat tags (up to 1,000 items); the distinct cap is stated.
+        json_schema_extra={
+            "maxItems": MAX_TAG_ITEMS,
+            "description": f"At most {MAX_TAGS} distinct tags; repeats are dropped first",
+        },
+    ),
+]
 
 
 def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -46,10 +91,10 @@ class ContactCreate(BaseModel):
 
     # Format (and a length past 50) of phone_number is checked by the service: 400, per the spec.
     phone_number: str = Field(json_schema_extra={"maxLength": MAX_PHONE_LENGTH})
-    name: str = Field(min_length=1, max_length=255)
-    tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    name: DisplayName
+    tags: Tags = Field(default_factory=list)
     notes: str | None = Field(default=None, max_length=10_000)
-    custom_fields: dict[str, Any] | None = None
+    custom_fields: JsonObject | None = None
 
     _tags = field_validator("tags")(_unique)
     _custom_fields = field_validator("custom_fields")(_check_custom_fields)
@@ -58,18 +103,20 @@ class ContactCreate(BaseModel):
 class ContactUpdate(BaseModel):
     """Partial update: only the fields present in the body change; tags are replaced."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Absent is fine, but null is refused (`_no_null`), and the document says so.
+    model_config = ConfigDict(
+        extra="ignore", json_schema_extra=without_null("phone_number", "name", "tags")
+    )
 
-    # SkipJsonSchema: absent is fine, but null is refused, and the document says so.
-    phone_number: str | SkipJsonSchema[None] = Field(
+    phone_number: str | None = Field(
         default=None, json_schema_extra={"maxLength": MAX_PHONE_LENGTH}
     )
-    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | SkipJsonSchema[None] = (
-        None
-    )
-    tags: Annotated[list[Tag], Field(max_length=MAX_TAGS)] | SkipJsonSchema[None] = None
+    name: DisplayName | None = None
+    tags: Tags | None = None
     notes: str | None = Field(default=None, max_length=10_000)
-    custom_fields: dict[str, Any] | None = None
+    custom_fields: JsonObject | None = None
+
+    _no_null = field_validator("phone_number", "name", "tags", mode="before")(refuse_null)
 
     @field_validator("tags")
     @classmethod
@@ -77,13 +124,6 @@ class ContactUpdate(BaseModel):
         return None if value is None else _unique(value)
 
     _custom_fields = field_validator("custom_fields")(_check_custom_fields)
-
-    @model_validator(mode="after")
-    def _no_null_for_required(self) -> ContactUpdate:
-        for name in ("phone_number", "name", "tags"):
-            if name in self.model_fields_set and getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
 
     def changes(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.model_fields_set}
@@ -103,18 +143,5 @@ class ContactResponse(BaseModel):
     updated_at: str
 
 
-def contact_to_public(contact: Any) -> dict[str, Any]:
-    """REST/event shape of a contact row or entity (anything with the attributes), for
-    serialization with app.kit.jsonutil.dumps."""
-    return {
-        "id": contact.id,
-        "organization_id": contact.organization_id,
-        "phone_number": contact.phone_number,
-        "name": contact.name,
-        "tags": contact.tags or [],
-        "notes": contact.notes,
-        "custom_fields": contact.custom_fields,
-        # datetimes stay objects: orjson writes them as ISO 8601 with a Z, faster than Python.
-        "created_at": contact.created_at,
-        "updated_at": contact.updated_at,
-    }
+# The REST/event shape of a contact row or entity.
+contact_to_public = public_shape(ContactResponse, tags=lambda tags: tags or [])

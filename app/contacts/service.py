@@ -11,11 +11,8 @@ from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate, ContactUpdate, contact_to_public
 from app.events.service import emit
-from app.kit.errors import NotFound
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
-
-CONTACT = "Contact"
 
 
 async def create_contact(session: AsyncSession, subject: Subject, data: ContactCreate) -> Contact:
@@ -34,10 +31,7 @@ async def create_contact(session: AsyncSession, subject: Subject, data: ContactC
 
 
 async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Any:
-    row = await ContactRepository(session, subject.organization_id).get_row(contact_id)
-    if row is None:
-        raise NotFound(CONTACT)
-    return row
+    return await ContactRepository(session, subject.organization_id).get_row_or_404(contact_id)
 
 
 async def list_contacts(
@@ -56,9 +50,7 @@ async def update_contact(
     session: AsyncSession, subject: Subject, contact_id: str, data: ContactUpdate
 ) -> Contact:
     repository = ContactRepository(session, subject.organization_id)
-    contact = await repository.get(contact_id)
-    if contact is None:
-        raise NotFound(CONTACT)
+    contact = await repository.get_or_404(contact_id)
     changes = data.changes()
     if "phone_number" in changes:
         changes["phone_number"] = to_e164(changes["phone_number"])
@@ -72,8 +64,6 @@ async def update_contact(
 
 async def delete_contact(session: AsyncSession, subject: Subject, contact_id: str) -> None:
     repository = ContactRepository(session, subject.organization_id)
-    contact = await repository.get(contact_id)
-    if contact is None:
-        raise NotFound(CONTACT)
+    contact = await repository.get_or_404(contact_id)
     await repository.delete(contact)
     await session.flush()

@@ -1,38 +1,17 @@
-"""Imports every domain's models so Base.metadata is complete (migrations, tests)."""
+"""Every table, so Base.metadata is complete (migrations, tests, foreign keys in workers).
+
+Domain tables come from each domain's models module (app/kit/domains.py); the tables of the
+kit's own machinery (counters, the outbox, idempotency records) are imported here.
+"""
 
 from __future__ import annotations
 
-from app.agents.models import Agent
-from app.auth.models import ApiKey
-from app.calls.models import CallLog
-from app.channels.models import Channel
-from app.contacts.models import Contact
 from app.db.base import Base
 from app.db.counters import ResourceCounter
-from app.events.models import Event
 from app.idempotency.models import IdempotencyRecord
-from app.inbox.models import Ticket
+from app.kit.domains import surface_modules
 from app.kit.outbox_models import OutboxJob
-from app.organizations.models import Organization, User
-from app.quick_replies.models import QuickReply
-from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 
-__all__ = [
-    "Agent",
-    "ApiKey",
-    "Base",
-    "CallLog",
-    "Channel",
-    "Contact",
-    "Event",
-    "IdempotencyRecord",
-    "Organization",
-    "OutboxJob",
-    "QuickReply",
-    "ResourceCounter",
-    "Ticket",
-    "User",
-    "WebhookDelivery",
-    "WebhookDeliveryAttempt",
-    "WebhookSubscription",
-]
+DOMAIN_MODELS = surface_modules("models")
+
+__all__ = ["DOMAIN_MODELS", "Base", "IdempotencyRecord", "OutboxJob", "ResourceCounter"]

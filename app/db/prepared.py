@@ -6,10 +6,18 @@ A `PreparedRead` is built once and compiled once; on PostgreSQL it runs on the s
 asyncpg connection (same transaction when one is open) as a driver-prepared statement, with
 SQLAlchemy's own bind and result processors applied, so values match what the ORM returns.
 Other dialects execute the cached statement through the session.
+
+A prepared statement outlives the request that built it, so it may carry no values: every
+bound parameter is named and valueless (`bindparam("org_id")`), its value given at each
+execution. A value captured at build time (`Contact.organization_id == org`) would be frozen
+into the statement and served to every later caller, so construction refuses it. Constants
+of the statement's shape (a status, a flag) are written with `constant(...)`, which renders
+them into the SQL text.
 """
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -17,10 +25,12 @@ from threading import Lock
 from typing import Any
 
 import asyncpg
-from sqlalchemy import Select
+from sqlalchemy import ColumnElement, Integer, Select, String, false, literal_column, null, true
+from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import _anonymous_label
 
 from app.kit.jsonutil import loads
 
@@ -34,7 +44,6 @@ class _CompiledRead:
     sql: str
     # Bound value names in placeholder order ($1, $2, ...); a name may repeat.
     positions: tuple[str, ...]
-    defaults: dict[str, Any]
     bind_processors: dict[str, Callable[[Any], Any]]
     row_type: type[tuple[Any, ...]]
     result_processors: tuple[tuple[int, Callable[[Any], Any]], ...]
@@ -42,7 +51,10 @@ class _CompiledRead:
     def arguments(self, params: dict[str, Any]) -> list[Any]:
         values = []
         for name in self.positions:
-            value = params[name] if name in params else self.defaults[name]
+            try:
+                value = params[name]
+            except KeyError:
+                raise KeyError(f"prepared statement parameter {name!r} was not given") from None
             processor = self.bind_processors.get(name)
             values.append(processor(value) if processor is not None else value)
         return values
@@ -59,6 +71,8 @@ class PreparedRead:
     access by column key on every dialect."""
 
     def __init__(self, statement: Select[*tuple[Any, ...]] | UpdateBase) -> None:
+        # Checked at construction, on the production dialect, whichever one runs it later.
+        _refuse_values(statement.compile(dialect=_CHECK_DIALECT))
         self.statement = statement
         self._compiled: dict[str, _CompiledRead] = {}
 
@@ -70,6 +84,7 @@ class PreparedRead:
 
     def _compile(self, dialect: Dialect) -> _CompiledRead:
         compiled: Any = self.statement.compile(dialect=dialect)
+        _refuse_values(compiled)
         # bind_names maps each bound parameter to the name its placeholder was rendered with.
         bind_names: dict[Any, str] = compiled.bind_names
         if any(bind.expanding for bind in bind_names):
@@ -98,7 +113,6 @@ class PreparedRead:
         return _CompiledRead(
             sql=str(compiled),
             positions=tuple(compiled.positiontup or ()),
-            defaults={name: bind.effective_value for bind, name in bind_names.items()},
             bind_processors=processors,
             row_type=namedtuple("PreparedRow", keys),
             result_processors=tuple(result_processors),
@@ -121,6 +135,40 @@ class PreparedRead:
     async def first(self, session: AsyncSession, params: dict[str, Any]) -> Any | None:
         rows = await self.all(session, params)
         return rows[0] if rows else None
+
+
+_CHECK_DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
+_PLAIN_TEXT = re.compile(r"^[A-Za-z0-9_.:@#/+ -]*$")
+
+
+class ValueInPreparedStatement(ValueError):
+    """A prepared statement was built with a value bound into it."""
+
+
+def _refuse_values(compiled: Any) -> None:
+    for bind in compiled.bind_names:
+        anonymous = isinstance(bind.key, _anonymous_label)
+        if anonymous or not bind.required or bind.callable is not None:
+            shown = bind.key if not anonymous else f"an unnamed parameter ({bind.value!r})"
+            raise ValueInPreparedStatement(
+                f"prepared statements take no values at build time, got {shown}: use "
+                "bindparam(name) and pass the value at execution, or constant() for a "
+                "constant of the statement's shape"
+            )
+
+
+def constant(value: str | int | bool | None) -> ColumnElement[Any]:
+    """A constant of a prepared statement (`status == constant(PENDING)`), rendered into its
+    SQL text. Only plain text and integers: anything else is a value and goes in a bindparam."""
+    if value is None:
+        return null()
+    if isinstance(value, bool):
+        return true() if value else false()
+    if isinstance(value, int):
+        return literal_column(str(int(value)), Integer())
+    if not _PLAIN_TEXT.match(value):
+        raise ValueError(f"not a plain text constant: {value!r}")
+    return literal_column(f"'{value}'", String())
 
 
 # Session.info key of the ReadPool a read-only request's prepared reads go to.

@@ -28,7 +28,9 @@ class StatementRunner(Protocol):
 
     async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]: ...
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> None: ...
+    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
+        """Run a write; the number of rows it changed."""
+        ...
 
     async def execute_many(
         self, statement: PreparedRead, params: Sequence[dict[str, Any]]
@@ -53,8 +55,9 @@ class SessionRunner:
         result = await self.session.execute(statement.statement, self._own(statement, params))
         return list(result.all())
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> None:
-        await self.session.execute(statement.statement, self._own(statement, params))
+    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
+        result = await self.session.execute(statement.statement, self._own(statement, params))
+        return int(getattr(result, "rowcount", 0))
 
     async def execute_many(self, statement: PreparedRead, params: Sequence[dict[str, Any]]) -> None:
         if params:
@@ -76,9 +79,12 @@ class DriverRunner:
         records = await self._connection.fetch(compiled.sql, *compiled.arguments(params))
         return [compiled.row(record) for record in records]
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> None:
+    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
         compiled = statement.compiled(self._dialect)
-        await self._connection.execute(compiled.sql, *compiled.arguments(params))
+        status: str = await self._connection.execute(compiled.sql, *compiled.arguments(params))
+        # The command tag: "UPDATE 1", "DELETE 0", "INSERT 0 1".
+        tail = status.rsplit(" ", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
 
     async def execute_many(self, statement: PreparedRead, params: Sequence[dict[str, Any]]) -> None:
         if params:

@@ -45,6 +45,11 @@ class Context:
                 yield session
                 await session.commit()
 
+    @property
+    def allow_private_urls(self) -> bool:
+        """Whether user-supplied URLs may reach private addresses (the SSRF guard's switch)."""
+        return self.resources.settings.allow_private_webhook_urls
+
     def require_subject(self) -> Subject:
         if self.subject is None:
             raise Unauthenticated()

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.subject import Subject
 from app.graphql.errors import as_graphql_error
 from app.kit.errors import DomainError, InvalidInput
-from app.kit.pagination import MAX_LIMIT, CursorPage, CursorParams
+from app.kit.pagination import MAX_LIMIT, CursorPage, CursorParams, NumberedPage
 
 
 @strawberry.type
@@ -45,6 +45,10 @@ class Connection(Generic[NodeT]):
         return [Edge(cursor=node.id, node=node) for node in self.nodes]  # type: ignore[attr-defined]
 
 
+# Cursor errors name GraphQL's arguments, not REST's query parameters.
+_NAMES = {"after_name": "after", "before_name": "before"}
+
+
 def cursor_params(
     first: int | None, after: str | None, last: int | None, before: str | None
 ) -> CursorParams:
@@ -54,8 +58,8 @@ def cursor_params(
     if last is not None or before is not None:
         if before is None:
             raise InvalidInput("last requires before", field="last")
-        return CursorParams(limit=_bounded(last, "last"), ending_before=before)
-    return CursorParams(limit=_bounded(first, "first"), starting_after=after)
+        return CursorParams(limit=_bounded(last, "last"), ending_before=before, **_NAMES)
+    return CursorParams(limit=_bounded(first, "first"), starting_after=after, **_NAMES)
 
 
 def _bounded(value: int | None, name: str) -> int:
@@ -105,4 +109,20 @@ async def connection(
         nodes=nodes,
         page_info=page_info(page, [node.id for node in nodes], before is not None),  # type: ignore[attr-defined]
         total_count=page.total_count,
+    )
+
+
+PageT = TypeVar("PageT")
+
+
+def numbered_page(
+    page_type: Callable[..., PageT], found: NumberedPage[Any], as_node: Callable[[Any], Any]
+) -> PageT:
+    """A page-numbered GraphQL page (`items total page limit hasMore`, REST's envelope A)."""
+    return page_type(
+        items=[as_node(row) for row in found.items],
+        total=found.total,
+        page=found.params.page,
+        limit=found.params.size,
+        has_more=found.has_more,
     )

@@ -7,6 +7,11 @@ closures: coerce the variables and arguments with graphql-core's own functions, 
 root field's scopes, call the resolver, and build the response dict directly. A 20-row page
 costs a third of what Strawberry and graphql-core's executor spend on it.
 
+What a plan may skip is checked, not assumed: a plan is compiled only while every schema
+extension is one marked `@plan_compatible` (its work is done by the cache the plans come from,
+or concerns errors only), and a root field's permission classes are called as Strawberry calls
+them. `SWITCHBOARD_GRAPHQL_PLANNING=false` turns plans off (app/graphql/view.py).
+
 Only the successful path is planned. Anything else (an error raised by a resolver, a scope
 the caller lacks, a null where the schema says non-null, a value that is not what the plan
 expects) returns None, and the request runs through Strawberry as usual, which produces the
@@ -26,6 +31,7 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLField,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
@@ -40,24 +46,51 @@ from graphql import (
     is_leaf_type,
 )
 from graphql.execution.values import get_argument_values, get_variable_values
-from strawberry.permission import PermissionExtension
+from strawberry.permission import BasePermission, PermissionExtension
 from strawberry.schema.schema_converter import GraphQLCoreConverter
+from strawberry.types.arguments import StrawberryArgument, convert_argument
 from strawberry.types.field import StrawberryField
 
-from app.auth.scopes import Scope
 from app.graphql.context import Context
 from app.graphql.execution import leaf_value_completer, plain_getter
 from app.graphql.permissions import HasScope
 
 _PLANNABLE = "__switchboard_plannable__"
-_SIMPLE_ARGUMENT_TYPES = frozenset({"String", "Int", "Float", "Boolean", "ID"})
+_PLAN_COMPATIBLE = "__switchboard_plan_compatible__"
+# Built-in scalars whose coerced value Strawberry passes to the resolver unchanged.
+_AS_IS = frozenset({"String", "Int", "Float", "Boolean", "ID"})
 FunctionT = TypeVar("FunctionT", bound=Callable[..., Any])
+ClassT = TypeVar("ClassT", bound=type)
+# Permission classes whose `has_permission` reads nothing from `info` but `info.context`.
+_CONTEXT_ONLY_PERMISSIONS: tuple[type[BasePermission], ...] = (HasScope,)
 
 
 def plannable(resolver: FunctionT) -> FunctionT:
     """Marks a root resolver that uses nothing from `info` except `info.context`."""
     setattr(resolver, _PLANNABLE, True)
     return resolver
+
+
+def plan_compatible(extension: ClassT) -> ClassT:
+    """Marks a schema extension a plan may run without: its work on a successful query is
+    done where plans come from (the parse and validation cache) or concerns errors only."""
+    setattr(extension, _PLAN_COMPATIBLE, True)
+    return extension
+
+
+def is_plannable(field_def: GraphQLField) -> bool:
+    """Whether a root field's resolver is marked `@plannable` (the tests plan every one)."""
+    definition = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    if not isinstance(definition, StrawberryField) or definition.base_resolver is None:
+        return False
+    return bool(getattr(definition.base_resolver.wrapped_func, _PLANNABLE, False))
+
+
+def extensions_allow_plans(schema: Any) -> bool:
+    """True when every schema extension (Strawberry's own included) is `@plan_compatible`."""
+    return all(
+        getattr(type(extension), _PLAN_COMPATIBLE, False) for extension in schema.get_extensions()
+    )
 
 
 class _Fallback(Exception):
@@ -80,8 +113,9 @@ class _RootField:
     node: FieldNode
     field: Any  # GraphQLField
     resolver: Callable[..., Awaitable[Any]]
-    python_names: dict[str, str]
-    scopes: tuple[Scope, ...]
+    # GraphQL argument name → (Python name, the argument when its value needs converting).
+    arguments: dict[str, tuple[str, StrawberryArgument | None]]
+    permissions: tuple[BasePermission, ...]
     complete: Completer
 
 
@@ -93,6 +127,7 @@ class _RootTypename:
 
 @dataclass(frozen=True, slots=True)
 class OperationPlan:
+    schema: Any  # strawberry.Schema: its config and scalars convert the arguments
     graphql_schema: GraphQLSchema
     operation: OperationDefinitionNode
     root_fields: tuple[_RootField | _RootTypename, ...]
@@ -102,6 +137,8 @@ def compile_plan(
     schema: Any, document: DocumentNode, operation_name: str | None
 ) -> OperationPlan | None:
     """The plan of one operation of a valid document, or None when it is not plannable."""
+    if not extensions_allow_plans(schema):
+        return None
     operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
     if operation_name is None:
         if len(operations) != 1:
@@ -131,7 +168,7 @@ def compile_plan(
         if root is None:
             return None
         root_fields.append(root)
-    return OperationPlan(graphql_schema, operation, tuple(root_fields))
+    return OperationPlan(schema, graphql_schema, operation, tuple(root_fields))
 
 
 async def run_plan(
@@ -153,10 +190,28 @@ async def run_plan(
             if isinstance(root, _RootTypename):
                 data[root.response_key] = root.type_name
                 continue
-            if not all(subject.has_scope(scope) for scope in root.scopes):
-                return None
             arguments = get_argument_values(root.field, root.node, variables)
-            kwargs = {root.python_names[name]: value for name, value in arguments.items()}
+            # As Strawberry's resolver wrapper: GraphQL names to Python ones, enums to members.
+            kwargs = {}
+            for name, value in arguments.items():
+                python_name, needs_converting = root.arguments[name]
+                kwargs[python_name] = (
+                    value
+                    if needs_converting is None or value is None
+                    else convert_argument(
+                        value,
+                        needs_converting.type,
+                        plan.schema.schema_converter.scalar_registry,
+                        plan.schema.config,
+                        path=(name,),
+                    )
+                )
+            for permission in root.permissions:
+                allowed = permission.has_permission(None, info, **kwargs)  # type: ignore[arg-type]
+                if inspect.isawaitable(allowed):
+                    allowed = await allowed
+                if not allowed:
+                    return None
             value = await root.resolver(None, info=info, **kwargs)
             data[root.response_key] = root.complete(value)
     except Exception:
@@ -220,35 +275,42 @@ def _root_field(
     resolver = definition.base_resolver.wrapped_func
     if not getattr(resolver, _PLANNABLE, False) or not inspect.iscoroutinefunction(resolver):
         return None
-    scopes = _scopes(definition)
-    if scopes is None:
+    permissions = _permissions(definition)
+    if permissions is None:
         return None
-    python_names = {}
+    arguments: dict[str, tuple[str, StrawberryArgument | None]] = {}
     for argument in definition.arguments:
         graphql_name = schema.config.name_converter.get_graphql_name(argument)
+        # Scalars and enums (and lists of them) convert without `info`; input objects may not.
         argument_type = get_nullable_type(field_def.args[graphql_name].type)
-        if not isinstance(argument_type, GraphQLScalarType):
+        if isinstance(argument_type, GraphQLScalarType) and argument_type.name in _AS_IS:
+            arguments[graphql_name] = (argument.python_name, None)
+            continue
+        if isinstance(argument_type, GraphQLList):
+            argument_type = get_nullable_type(argument_type.of_type)
+        if not is_leaf_type(argument_type):
             return None
-        if argument_type.name not in _SIMPLE_ARGUMENT_TYPES:
-            return None
-        python_names[graphql_name] = argument.python_name
+        # As Strawberry's resolver wrapper does: enum names to members, custom scalars.
+        arguments[graphql_name] = (argument.python_name, argument)
     complete = _completer(field_def.type, node.selection_set, fragments)
     if complete is None:
         return None
-    return _RootField(response_key, node, field_def, resolver, python_names, scopes, complete)
+    return _RootField(response_key, node, field_def, resolver, arguments, permissions, complete)
 
 
-def _scopes(definition: StrawberryField) -> tuple[Scope, ...] | None:
-    """The scopes a root field's permission extensions demand; None for any other extension."""
-    scopes: list[Scope] = []
+def _permissions(definition: StrawberryField) -> tuple[BasePermission, ...] | None:
+    """The permission classes of a root field's extensions, to be called as Strawberry calls
+    them; None when the field has another extension or a permission that needs more than
+    `info.context` (or that fails silently: Strawberry then answers null, not an error)."""
+    permissions: list[BasePermission] = []
     for extension in definition.extensions:
-        if not isinstance(extension, PermissionExtension):
+        if type(extension) is not PermissionExtension or extension.fail_silently:
             return None
         for permission in extension.permissions:
-            if not isinstance(permission, HasScope):
+            if type(permission) not in _CONTEXT_ONLY_PERMISSIONS:
                 return None
-            scopes.append(permission.scope)
-    return tuple(scopes)
+            permissions.append(permission)
+    return tuple(permissions)
 
 
 def _completer(

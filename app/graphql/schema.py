@@ -15,32 +15,37 @@ from graphql import (
     DocumentNode,
     GraphQLError,
     GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
     VariableDefinitionNode,
     parse,
     specified_rules,
 )
-from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter, SchemaExtension
+from strawberry.extensions import SchemaExtension
 from strawberry.printer import print_schema
 from strawberry.schema.config import StrawberryConfig
 from strawberry.schema.schema import validate_document
 from strawberry.tools import merge_types
+from strawberry.types import ExecutionContext
 
-from app.graphql.agents import AgentMutation, AgentQuery
-from app.graphql.auth import AuthMutation, AuthQuery
-from app.graphql.calls import CallLogQuery
-from app.graphql.channels import ChannelMutation, ChannelQuery
-from app.graphql.contacts import ContactMutation, ContactQuery
-from app.graphql.events import EventSubscription
+from app.graphql.cost import CostLimits, cost_errors, root_field_calls, select_operation
 from app.graphql.execution import FastExecutionContext
-from app.graphql.inbox import InboxMutation, InboxQuery
-from app.graphql.planned import OperationPlan, compile_plan
-from app.graphql.quick_replies import QuickReplyMutation, QuickReplyQuery
-from app.graphql.webhooks import WebhookMutation, WebhookQuery
+from app.graphql.planned import OperationPlan, compile_plan, plan_compatible
 from app.kit.clock import isoformat
+from app.kit.domains import collect
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
+# Fields executed once fragments are expanded (GraphiQL's introspection query selects ~250).
+MAX_SELECTIONS = 1000
+# Lexical tokens and comments together; the length bounds whitespace and string literals.
 MAX_TOKENS = 2000
+MAX_DOCUMENT_LENGTH = 32_768
+COST_LIMITS = CostLimits(
+    max_depth=MAX_DEPTH, max_aliases=MAX_ALIASES, max_selections=MAX_SELECTIONS
+)
+# graphql-core's parse options, for our parse and for Strawberry's when it parses again.
+PARSE_OPTIONS: dict[str, int] = {"max_tokens": MAX_TOKENS, "max_source_length": MAX_DOCUMENT_LENGTH}
 CACHE_SIZE = 512
 
 logger = structlog.get_logger("switchboard.graphql")
@@ -58,6 +63,8 @@ class _PreparedOperation:
     errors: list[GraphQLError]
     # Compiled plans by operation name (None: not plannable), filled on first use.
     plans: dict[str | None, OperationPlan | None] = field(default_factory=dict)
+    # `login` calls of each operation (rate limited per client address), filled on first use.
+    logins: dict[str | None, int] = field(default_factory=dict)
 
 
 class OperationCache:
@@ -76,14 +83,45 @@ class OperationCache:
         if found is not None:
             self._entries.move_to_end(query)
             return found
-        document = parse(query, max_tokens=MAX_TOKENS)  # GraphQLError on bad syntax
-        prepared = _PreparedOperation(
-            document, validate_document(schema, document, (*specified_rules, *SAFETY_RULES))
+        # GraphQLError on bad syntax or size
+        document = parse(query, max_tokens=MAX_TOKENS, max_source_length=MAX_DOCUMENT_LENGTH)
+        # The cost is measured first and in linear time: a document over the limits is never
+        # validated (validation, like execution, would walk every fragment expansion).
+        errors = cost_errors(document, COST_LIMITS) or validate_document(
+            schema, document, specified_rules
         )
+        prepared = _PreparedOperation(document, errors)
         self._entries[query] = prepared
         if len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
         return prepared
+
+    def login_calls(self, schema: GraphQLSchema, query: str, operation_name: str | None) -> int:
+        """How many `login` attempts the operation makes (0 for an invalid document)."""
+        try:
+            prepared = self.prepare(schema, query)
+        except GraphQLError:
+            return 0
+        calls = prepared.logins.get(operation_name)
+        if calls is None:
+            operation = select_operation(prepared.document, operation_name)
+            calls = 0
+            if operation is not None and operation.operation is OperationType.MUTATION:
+                calls = root_field_calls(prepared.document, operation, "login")
+            prepared.logins[operation_name] = calls
+        return calls
+
+    def is_ambiguous(self, schema: GraphQLSchema, query: str, operation_name: str | None) -> bool:
+        """True for a document of several operations and no operation name: the GraphQL
+        spec's GetOperation() makes that an error, where Strawberry would run the first."""
+        if operation_name is not None:
+            return False
+        try:
+            document = self.prepare(schema, query).document
+        except GraphQLError:
+            return False
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        return len(operations) > 1
 
     def plan(
         self, schema: strawberry.Schema, query: str, operation_name: str | None
@@ -125,6 +163,9 @@ def _without_variable_value(error: GraphQLError) -> GraphQLError:
     )
 
 
+# Plans come from this extension's cache and are only ever successful results, which it
+# passes through untouched (it masks and logs errors).
+@plan_compatible
 class OperationPipeline(SchemaExtension):
     """Token, depth and alias limits, cached parse and validation, and error masking, as one
     extension: each extension hook costs a generator round trip on every request."""
@@ -144,7 +185,7 @@ class OperationPipeline(SchemaExtension):
             if _is_expected(error):
                 masked.append(_without_variable_value(error))
                 continue
-            logger.error("unexpected graphql error", path=error.path, exc_info=error.original_error)
+            # Logged (with its traceback) by SwitchboardSchema.process_errors.
             masked.append(
                 GraphQLError(
                     "Internal server error",
@@ -163,7 +204,7 @@ class OperationPipeline(SchemaExtension):
                 self._prepared = self.cache.prepare(context.schema._schema, context.query)
             except GraphQLError:
                 # Let Strawberry parse again and report the syntax error its own way.
-                context.parse_options["max_tokens"] = MAX_TOKENS
+                context.parse_options.update(PARSE_OPTIONS)  # type: ignore[typeddict-item]
             else:
                 context.graphql_document = self._prepared.document
         yield
@@ -172,6 +213,29 @@ class OperationPipeline(SchemaExtension):
         if self._prepared is not None:
             self.execution_context.pre_execution_errors = self._prepared.errors
         yield
+
+
+def _error_code(error: GraphQLError) -> str | None:
+    code = (error.extensions or {}).get("code")
+    return code if isinstance(code, str) else None
+
+
+class SwitchboardSchema(strawberry.Schema):
+    """Expected errors (validation, limits, scopes, not found) log one line each; unexpected
+    ones log their traceback once, before OperationPipeline masks them."""
+
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        for error in errors:
+            if _is_expected(error):
+                logger.info(
+                    "graphql error", code=_error_code(error), message=error.message, path=error.path
+                )
+            else:
+                logger.error(
+                    "unexpected graphql error", path=error.path, exc_info=error.original_error
+                )
 
 
 def _parse_datetime(value: object) -> datetime:
@@ -183,39 +247,10 @@ def _parse_datetime(value: object) -> datetime:
     return parsed
 
 
-# Built once: the validation cache is keyed by the rule classes, and each limiter instance
-# makes new classes, so per-request limiters would never hit the cache.
-SAFETY_RULES = [
-    *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
-    *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
-]
-
-Query = merge_types(
-    "Query",
-    (
-        AgentQuery,
-        CallLogQuery,
-        ChannelQuery,
-        ContactQuery,
-        InboxQuery,
-        QuickReplyQuery,
-        WebhookQuery,
-        AuthQuery,
-    ),
-)
-Mutation = merge_types(
-    "Mutation",
-    (
-        AgentMutation,
-        ChannelMutation,
-        ContactMutation,
-        InboxMutation,
-        QuickReplyMutation,
-        WebhookMutation,
-        AuthMutation,
-    ),
-)
-Subscription = merge_types("Subscription", (EventSubscription,))
+# Each domain's graphql module contributes its Query/Mutation/Subscription (app/kit/domains.py).
+Query = merge_types("Query", tuple(collect("graphql", "Query")))
+Mutation = merge_types("Mutation", tuple(collect("graphql", "Mutation")))
+Subscription = merge_types("Subscription", tuple(collect("graphql", "Subscription")))
 
 
 DATETIME_UTC = strawberry.scalar(
@@ -231,7 +266,7 @@ OPERATION_CACHE = OperationCache()
 
 @lru_cache(maxsize=1)
 def build_schema() -> strawberry.Schema:
-    return strawberry.Schema(
+    return SwitchboardSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,

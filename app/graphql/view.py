@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -31,17 +31,24 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import Subscr
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UnsetType
 
-from app.auth.gate import authenticate, check_organization_header, record_key_use
+from app.auth.gate import (
+    authenticate,
+    check_organization_header,
+    enforce_address_limit,
+    enforce_login_address_limit,
+    record_key_use,
+)
 from app.auth.subject import Subject
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
-from app.graphql.events import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
 from app.graphql.schema import OPERATION_CACHE, build_schema
+from app.kit.body import BodyTooLarge, read_body, replaying
 from app.kit.errors import DomainError
+from app.kit.http_errors import ErrorStyle, error_response, internal_error_response
 from app.kit.jsonutil import dumps
 from app.resources import Resources
-from rest_compat.errors import ErrorStyle, error_response, internal_error_response
 
 _STATE_KEY = "sb.graphql"
 logger = structlog.get_logger("switchboard.graphql")
@@ -77,7 +84,13 @@ class _SubscriptionsOnly(BaseGraphQLTransportWSHandler[Context, None]):
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
         if self.connection_acknowledged and message["id"] not in self.operations:
             payload = message["payload"]
-            kind = _operation_type(payload["query"], payload.get("operationName"))
+            query, operation_name = payload["query"], payload.get("operationName")
+            if _is_ambiguous(query, operation_name):
+                await self.send_message(
+                    {"id": message["id"], "type": "error", "payload": [AMBIGUOUS.formatted]}
+                )
+                return
+            kind = _operation_type(query, operation_name)
             if kind is not None and kind is not OperationType.SUBSCRIPTION:
                 error = GraphQLError(NOT_A_SUBSCRIPTION, extensions={"code": "bad_request"})
                 await self.send_message(
@@ -85,6 +98,19 @@ class _SubscriptionsOnly(BaseGraphQLTransportWSHandler[Context, None]):
                 )
                 return
         await super().handle_subscribe(message)
+
+
+# The GraphQL spec's GetOperation(): without a name, a document must hold a single operation.
+AMBIGUOUS = GraphQLError(
+    "Must provide operation name if query contains multiple operations.",
+    extensions={"code": "bad_request"},
+)
+
+
+def _is_ambiguous(query: object, operation_name: object) -> bool:
+    if not isinstance(query, str) or operation_name is not None:
+        return False
+    return OPERATION_CACHE.is_ambiguous(build_schema()._schema, query, None)
 
 
 def _operation_type(query: object, operation_name: object) -> OperationType | None:
@@ -126,7 +152,22 @@ class StrawberryView(GraphQL[Context, None]):
         )
 
     def encode_json(self, data: object) -> bytes:
-        return orjson.dumps(data)
+        return dumps(data)  # never fails on stored data (app/kit/jsonutil.py)
+
+    def decode_json(self, data: str | bytes) -> object:
+        # The gateway checked the body already; orjson never recurses in Python.
+        return orjson.loads(data)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        try:
+            response = await self.run(Request(scope=scope, receive=receive))
+        except HTTPException as exc:
+            # Strawberry would answer in plain text; every /graphql refusal is JSON.
+            response = bad_request_response(exc.reason, exc.status_code)
+        await response(scope, receive, send)
 
     async def execute_single(
         self,
@@ -137,6 +178,8 @@ class StrawberryView(GraphQL[Context, None]):
         root_value: None,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
+        if _is_ambiguous(request_data.query, request_data.operation_name):
+            return ExecutionResult(data=None, errors=[AMBIGUOUS])
         # Strawberry would run a POSTed subscription as a query of its first event: null.
         kind = _operation_type(request_data.query, request_data.operation_name)
         if kind is OperationType.SUBSCRIPTION:
@@ -210,32 +253,54 @@ class GraphQLEndpoint:
         resources: Resources = scope["app"].state.resources
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
+        address = _client_address(scope)
         touch_key_id = None
         async with resources.session(writes=False) as session:
             subject = None
-            if authorization is not None:
-                try:
+            try:
+                if authorization is None:
+                    await enforce_address_limit(resources, address)
+                else:
                     credential = await authenticate(session, resources, authorization)
                     check_organization_header(headers, credential.subject)
-                except DomainError as exc:
-                    response: Response = error_response(exc, ErrorStyle.DETAIL)
-                    await response(scope, receive, send)
-                    return
-                except Exception:
-                    # e.g. Redis (rate limits) unreachable: answer like REST does, logged.
-                    logger.exception("graphql gateway failure")
-                    await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
-                    return
-                subject = credential.subject
-                touch_key_id = credential.touch_key_id
+                    subject = credential.subject
+                    touch_key_id = credential.touch_key_id
+            except DomainError as exc:
+                response: Response = error_response(exc, ErrorStyle.DETAIL)
+                await response(scope, receive, send)
+                return
+            except Exception:
+                # e.g. Redis (rate limits) unreachable: answer like REST does, logged.
+                logger.exception("graphql gateway failure")
+                await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
+                return
             try:
-                body = await _read_body(receive)
+                body = await read_body(receive, headers, resources.settings.max_body_bytes)
             except ClientDisconnect:
                 return  # the caller left before sending its body: nobody to answer
-            replay = _replaying(body, receive)
-            planned = await self._run_planned(
-                scope, replay, headers, body, resources, session, subject
-            )
+            except BodyTooLarge as exc:
+                error = {"message": exc.message, "extensions": {"code": exc.code}}
+                too_large = Response(
+                    dumps({"errors": [error]}), exc.status, media_type="application/json"
+                )
+                await too_large(scope, receive, send)
+                return
+            try:
+                payload = _json_payload(headers, body)
+                if payload is not None:
+                    await self._limit_logins(resources, address, payload)
+            except _BadRequest as exc:
+                await bad_request_response(str(exc))(scope, receive, send)
+                return
+            except DomainError as exc:
+                await error_response(exc, ErrorStyle.DETAIL)(scope, receive, send)
+                return
+            except Exception:
+                logger.exception("graphql gateway failure")
+                await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
+                return
+            replay = replaying(body, receive)
+            planned = await self._run_planned(scope, replay, payload, resources, session, subject)
             if planned is not None:
                 await planned(scope, replay, send)
             else:
@@ -253,25 +318,33 @@ class GraphQLEndpoint:
             # The graphql-transport-ws code for a server error; the details are logged.
             await send({"type": "websocket.close", "code": 4500, "reason": "Internal server error"})
 
+    async def _limit_logins(
+        self, resources: Resources, address: str, payload: dict[str, Any] | list[Any]
+    ) -> None:
+        """Spends one unit of the address's login bucket per `login` the operation calls."""
+        if not isinstance(payload, dict):
+            return
+        query, operation_name = payload.get("query"), payload.get("operationName")
+        if not isinstance(query, str) or not isinstance(operation_name, str | None):
+            return
+        calls = OPERATION_CACHE.login_calls(self.schema._schema, query, operation_name)
+        if calls:
+            await enforce_login_address_limit(resources, address, calls)
+
     async def _run_planned(
         self,
         scope: Scope,
         receive: Receive,
-        headers: Headers,
-        body: bytes,
+        payload: dict[str, Any] | list[Any] | None,
         resources: Resources,
         session: AsyncSession,
         subject: Subject | None,
     ) -> Response | None:
         """The response of a compiled plan (app/graphql/planned.py), or None to let Strawberry
         handle the request: anything but a plain JSON query that succeeds goes that way."""
-        if subject is None or not headers.get("content-type", "").startswith("application/json"):
+        if subject is None or not isinstance(payload, dict):
             return None
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(payload, dict):
+        if not resources.settings.graphql_planning:
             return None
         query, variables = payload.get("query"), payload.get("variables")
         operation_name = payload.get("operationName")
@@ -294,26 +367,53 @@ class GraphQLEndpoint:
         return Response(dumps({"data": data}), media_type="application/json")
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+# Deeper request bodies are refused before anything walks them (Python's recursion limit is
+# 1,000 frames; orjson stops at 1,024 levels).
+MAX_BODY_DEPTH = 128
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """A receive that hands out the body already read, then defers to the real one."""
-    sent = False
+class _BadRequest(Exception):
+    """The request body is not a GraphQL request: HTTP 400 in the GraphQL error shape."""
 
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
 
-    return replay
+def bad_request_response(message: str, status_code: int = 400) -> Response:
+    """docs/api.md: a request that cannot be run at all gets a GraphQL error list, no data."""
+    body = {"errors": [{"message": message, "extensions": {"code": "bad_request"}}]}
+    return Response(orjson.dumps(body), status_code=status_code, media_type="application/json")
+
+
+def _json_payload(headers: Headers, body: bytes) -> dict[str, Any] | list[Any] | None:
+    """The parsed JSON body (None when not sent as JSON: Strawberry refuses it)."""
+    if "application/json" not in headers.get("content-type", ""):
+        return None
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        # orjson's messages name the problem (invalid UTF-8, recursion limit), never the body.
+        raise _BadRequest(f"Unable to parse request body as JSON: {exc.msg}") from None
+    if not isinstance(payload, dict | list):
+        raise _BadRequest("The request body must be a JSON object")
+    if _too_deep(payload):
+        raise _BadRequest(f"The request body is nested deeper than {MAX_BODY_DEPTH} levels")
+    return payload
+
+
+def _too_deep(value: object) -> bool:
+    if not isinstance(value, dict | list) or not value:
+        return False
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:  # type: ignore[attr-defined]
+            if isinstance(child, dict | list) and child:
+                if depth + 1 > MAX_BODY_DEPTH:
+                    return True
+                pending.append((child, depth + 1))
+    return False
+
+
+def _client_address(scope: Scope) -> str:
+    """The caller's address (uvicorn resolves X-Forwarded-For from trusted proxies)."""
+    client = scope.get("client")
+    return client[0] if client else "unknown"

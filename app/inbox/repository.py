@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, Select, bindparam, select
 
 from app.contacts.models import Contact
+from app.db.prepared import constant
 from app.inbox.models import Ticket, TicketStatus
 from app.kit.ids import normalize_id
 from app.kit.repository import ORG, Filter, OrgScopedRepository
@@ -44,10 +45,8 @@ def _status_is() -> ColumnElement[bool]:
 
 class TicketRepository(OrgScopedRepository[Ticket]):
     model = Ticket
+    resource = "Ticket"
     list_columns: ClassVar = (*TICKET_COLUMNS, *BRIEF_COLUMNS)
-
-    def add(self, ticket: Ticket) -> None:
-        self.session.add(ticket)
 
     def filters(self, *, status: str | None) -> list[Filter]:
         return [Filter("status", _status_is, {"status": status})] if status else []
@@ -78,10 +77,10 @@ class TicketRepository(OrgScopedRepository[Ticket]):
             return None
         statement = _with_contact(
             select(Ticket, Ticket.contact_id, *BRIEF_COLUMNS).where(
-                self._org_condition(), Ticket.id == canonical
+                self._org_bound(), Ticket.id == canonical
             )
         ).with_for_update(of=Ticket)
-        return (await self.session.execute(statement)).first()
+        return (await self._execute(statement)).first()
 
     async def find_open(self, contact_id: str) -> Any | None:
         """The contact's open ticket (at most one: a partial unique index says so)."""
@@ -91,7 +90,7 @@ class TicketRepository(OrgScopedRepository[Ticket]):
                 select(*self.list_columns).where(
                     self._org_bound(),
                     Ticket.contact_id == bindparam("contact_id"),
-                    Ticket.status == TicketStatus.OPEN.value,
+                    Ticket.status == constant(TicketStatus.OPEN.value),
                 )
             ),
         )
@@ -103,12 +102,12 @@ class TicketRepository(OrgScopedRepository[Ticket]):
             return []
         statement = _with_contact(
             select(*self.list_columns).where(
-                self._org_condition(),
+                self._org_bound(),
                 Ticket.contact_id.in_(list(contact_ids)),
                 Ticket.status == TicketStatus.OPEN.value,
             )
         )
-        return list((await self.session.execute(statement)).all())
+        return list((await self._execute(statement)).all())
 
     async def contact_brief(self, contact_id: str) -> Any | None:
         """A contact of this organization, in the brief's columns, or None."""

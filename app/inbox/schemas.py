@@ -9,6 +9,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+from app.kit.serialize import public_shape
+
 
 class TicketCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -104,25 +106,5 @@ class TicketResponse(BaseModel):
     contact: ContactBriefResponse
 
 
-def ticket_to_public(ticket: TicketRecord) -> dict[str, Any]:
-    """REST/event shape of a ticket, for serialization with app.kit.jsonutil.dumps."""
-    contact = ticket.contact
-    return {
-        "id": ticket.id,
-        "organization_id": ticket.organization_id,
-        "contact_id": ticket.contact_id,
-        "chat_phone_number_id": ticket.chat_phone_number_id,
-        "status": ticket.status,
-        "assigned_user_id": ticket.assigned_user_id,
-        # datetimes stay objects: orjson writes them as ISO 8601 with a Z.
-        "created_at": ticket.created_at,
-        "updated_at": ticket.updated_at,
-        "contact": {
-            "id": contact.id,
-            "name": contact.name,
-            "phone_number": contact.phone_number,
-            "tags": contact.tags,
-            "notes": contact.notes,
-            "custom_fields": contact.custom_fields,
-        },
-    }
+# The REST/event shape of a ticket, its contact embedded.
+ticket_to_public = public_shape(TicketResponse, contact=public_shape(ContactBriefResponse))

@@ -83,9 +83,7 @@ async def create_ticket(
 
 
 async def get_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
-    row = await TicketRepository(session, subject.organization_id).get_row(ticket_id)
-    if row is None:
-        raise NotFound(TICKET)
+    row = await TicketRepository(session, subject.organization_id).get_row_or_404(ticket_id)
     return record_from_row(row)
 
 

@@ -1,17 +1,74 @@
-"""JSON via orjson: measured at ~40% more throughput than stdlib json on list responses."""
+"""JSON via orjson: measured at ~40% more throughput than stdlib json on list responses.
+
+Both directions stay exact and total on any data the service may hold:
+
+- `loads`: orjson reads integers beyond 64 bits as floats; a text with a run of 19 or more
+  digits (the only way to write such an integer) is read again with the stdlib, which keeps
+  every integer exact.
+- `dumps`: orjson refuses values nested deeper than 254 levels and integers beyond 64 bits;
+  such values (stored before the input limits existed) are written by the stdlib instead,
+  in the same format, so a list or an event holding one never fails.
+"""
 
 from __future__ import annotations
 
+import enum
+import json
+import re
+import uuid
+from datetime import date, datetime, time
 from typing import Any
 
 import orjson
 
-loads = orjson.loads
+_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+_LONG_DIGITS_TEXT = re.compile(r"\d{19}")
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
+    value = orjson.loads(data)
+    if isinstance(data, str):
+        long_digits = _LONG_DIGITS_TEXT.search(data) is not None
+    else:
+        long_digits = _LONG_DIGITS_BYTES.search(bytes(data)) is not None
+    if long_digits:
+        try:
+            return json.loads(bytes(data) if isinstance(data, memoryview) else data)
+        except RecursionError:  # nested past the stdlib's stack: keep orjson's reading
+            return value
+    return value
+
+
+def _datetime_text(value: datetime | time) -> str:
+    # orjson with OPT_UTC_Z: ISO 8601, microseconds only when set, "Z" for UTC.
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def _fallback_default(value: Any) -> Any:
+    if isinstance(value, datetime | time):
+        return _datetime_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
+def _stdlib_dumps(value: Any) -> str:
+    return json.dumps(value, default=_fallback_default, ensure_ascii=False, separators=(",", ":"))
 
 
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_UTC_Z)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_UTC_Z)
+    except orjson.JSONEncodeError:
+        return _stdlib_dumps(value).encode()
 
 
 def dumps_str(value: Any) -> str:
-    return orjson.dumps(value, option=orjson.OPT_UTC_Z).decode()
+    try:
+        return orjson.dumps(value, option=orjson.OPT_UTC_Z).decode()
+    except orjson.JSONEncodeError:
+        return _stdlib_dumps(value)

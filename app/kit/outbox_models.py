@@ -30,5 +30,9 @@ class OutboxJob(Base):
     # Set while a worker runs the job: a second copy of the message finds it taken. A worker
     # killed mid-run leaves it to expire, and the sweep then re-sends the job.
     locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The fencing token of the latest claim: a run settles the job (finish, reschedule, and the
+    # writes that go with them) only while the row still carries its own token, so a run that
+    # outlived its lease cannot settle what a newer run holds.
+    claim_token: Mapped[str | None] = mapped_column(String(32), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

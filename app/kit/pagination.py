@@ -22,14 +22,18 @@ class CursorParams:
     limit: int = 20
     starting_after: str | None = None
     ending_before: str | None = None
+    # How the surface names the two cursors, for errors: REST's query parameters by default,
+    # GraphQL's `after`/`before` arguments.
+    after_name: str = "starting_after"
+    before_name: str = "ending_before"
 
     def __post_init__(self) -> None:
         if not 1 <= self.limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", field="limit")
         if self.starting_after and self.ending_before:
             raise InvalidInput(
-                "starting_after and ending_before cannot be used together",
-                field="starting_after",
+                f"{self.after_name} and {self.before_name} cannot be used together",
+                field=self.after_name,
             )
 
 

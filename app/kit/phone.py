@@ -23,6 +23,9 @@ def to_e164(raw: str, field: str = "phone_number") -> str:
         parsed = phonenumbers.parse(candidate, None)
     except phonenumbers.NumberParseException as exc:
         raise InvalidInput(INVALID_PHONE_MESSAGE, field=field) from exc
+    if parsed.extension:
+        # E.164 has no extensions: storing the number without it would dial someone else.
+        raise InvalidInput(f"{INVALID_PHONE_MESSAGE}: extensions are not supported", field=field)
     if not phonenumbers.is_possible_number(parsed):
         raise InvalidInput(INVALID_PHONE_MESSAGE, field=field)
     return phonenumbers.format_number(parsed, phonenumbers.PhoneNumberFormat.E164)

@@ -1,9 +1,12 @@
 """Organization-scoped data access shared by every domain repository.
 
 Every statement a domain issues goes through `scoped()`, so no query can forget the tenant.
-Reads on the hot paths (get by id, cursor pages, counts) are prepared once per statement shape
-(`app/db/prepared.py`): a shape is the repository, the variant and the names of the filters
-applied; the values (organization, cursor, filter arguments) are bound at execution.
+The tenant condition has one form, `organization_id = :org_id`, whose value `_bound()` gives
+at execution (`_execute` for ORM statements): never a value captured in the statement, which
+a prepared statement would keep for every later caller (app/db/prepared.py refuses those).
+Reads on the hot paths (get by id, cursor pages, counts) are prepared once per statement shape:
+a shape is the repository, the variant and the names of the filters applied; the values
+(organization, cursor, filter arguments) are bound at execution.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, Integer, ScalarSelect, Select, bindparam, func, select, tuple_
+from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Executable
 
 from app.db.base import UTCDateTime
-from app.db.counters import ResourceCounter
-from app.db.prepared import PreparedRead, prepared
-from app.kit.errors import InvalidInput
+from app.db.counters import WHOLE, counted_total
+from app.db.prepared import PreparedRead, constant, prepared
+from app.kit.errors import InvalidInput, NotFound
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
@@ -41,6 +46,8 @@ class OrgScopedRepository(Generic[ModelT]):
     """Base of every domain repository: one organization, one session, one model."""
 
     model: ClassVar[Any]
+    # How errors name one entity: `get_or_404` raises NotFound("<resource> not found").
+    resource: ClassVar[str]
     # True when the table has counter triggers (app/db/counters.py): O(1) unfiltered totals.
     counted: ClassVar[bool] = False
     # Columns a read selects: plain rows (no ORM identity map) keep hot reads cheap, and they
@@ -55,30 +62,46 @@ class OrgScopedRepository(Generic[ModelT]):
     def dialect_name(self) -> str:
         return self.session.get_bind().dialect.name
 
-    def _org_condition(self) -> ColumnElement[bool]:
-        return self.model.organization_id == self.organization_id  # type: ignore[no-any-return]
+    def _org_bound(self) -> ColumnElement[bool]:
+        """The tenant condition: its value comes from `_bound()` at execution."""
+        return self.model.organization_id == bindparam(ORG)  # type: ignore[no-any-return]
+
+    def _bound(self, params: Mapping[str, Any] = {}) -> dict[str, Any]:
+        return {ORG: self.organization_id, **params}
 
     def scoped(self, statement: Select[Any]) -> Select[Any]:
-        return statement.where(self._org_condition())
+        """`statement` limited to this organization; run it with `_execute`."""
+        return statement.where(self._org_bound())
+
+    async def _execute(self, statement: Executable, params: Mapping[str, Any] = {}) -> Result[Any]:
+        """An ORM/Core statement with the tenant value (and `params`) bound."""
+        return await self.session.execute(statement, self._bound(params))
 
     async def get(self, object_id: str) -> ModelT | None:
         """The entity by id, only when it belongs to this organization."""
         canonical = normalize_id(object_id)
         if canonical is None:
             return None
-        result = await self.session.execute(
+        result = await self._execute(
             self.scoped(select(self.model).where(self.model.id == canonical))
         )
-        return result.scalar_one_or_none()  # type: ignore[no-any-return]
+        return result.scalar_one_or_none()
+
+    async def get_or_404(self, object_id: str) -> ModelT:
+        """The entity by id in this organization, or NotFound."""
+        entity = await self.get(object_id)
+        if entity is None:
+            raise NotFound(self.resource)
+        return entity
+
+    def add(self, entity: ModelT) -> None:
+        self.session.add(entity)
+
+    async def delete(self, entity: ModelT) -> None:
+        await self.session.delete(entity)
 
     def _prepared(self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]) -> PreparedRead:
         return prepared((type(self), self.dialect_name, *shape), build)
-
-    def _org_bound(self) -> ColumnElement[bool]:
-        return self.model.organization_id == bindparam(ORG)  # type: ignore[no-any-return]
-
-    def _bound(self, params: Mapping[str, Any] = {}) -> dict[str, Any]:
-        return {ORG: self.organization_id, **params}
 
     async def get_row(self, object_id: str) -> Any | None:
         """The row (list_columns, attribute access) by id, only in this organization."""
@@ -93,14 +116,17 @@ class OrgScopedRepository(Generic[ModelT]):
         )
         return await read.first(self.session, self._bound({"object_id": canonical}))
 
+    async def get_row_or_404(self, object_id: str) -> Any:
+        """The row by id in this organization, or NotFound."""
+        row = await self.get_row(object_id)
+        if row is None:
+            raise NotFound(self.resource)
+        return row
+
     def _total(self, filters: Sequence[Filter]) -> ScalarSelect[Any]:
         """Matching rows: the trigger-kept counter when unfiltered, else a count(*)."""
         if not filters and self.counted:
-            counter = select(ResourceCounter.count).where(
-                ResourceCounter.organization_id == bindparam(ORG),
-                ResourceCounter.resource == self.model.__tablename__,
-            )
-            return select(func.coalesce(counter.scalar_subquery(), 0)).scalar_subquery()
+            return counted_total(self.model.__tablename__, constant(WHOLE))
         return (
             select(func.count())
             .select_from(self.model)
@@ -162,12 +188,12 @@ class OrgScopedRepository(Generic[ModelT]):
         if params.ending_before:
             direction = "before"
             bound["anchor_created_at"], bound["anchor_id"] = await self._anchor(
-                params.ending_before, "ending_before"
+                params.ending_before, params.before_name
             )
         elif params.starting_after:
             direction = "after"
             bound["anchor_created_at"], bound["anchor_id"] = await self._anchor(
-                params.starting_after, "starting_after"
+                params.starting_after, params.after_name
             )
         else:
             direction = "first"

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.jwt import TokenClaims, issue_token
 from app.kit.errors import Conflict, InvalidInput, InvalidLogin, NotFound
+from app.kit.validation import display_name
 from app.organizations import repository
 from app.organizations.models import Organization, User
 
@@ -22,9 +23,10 @@ MIN_PASSWORD_LENGTH = 10
 
 
 async def create_organization(session: AsyncSession, name: str) -> Organization:
-    name = name.strip()
-    if not name or len(name) > 255:
-        raise InvalidInput("name must be 1 to 255 characters", field="name")
+    try:
+        name = display_name(name)  # the one rule for names (app/kit/validation.py)
+    except ValueError as exc:
+        raise InvalidInput(f"name {exc}", field="name") from exc
     organization = Organization(name=name)
     session.add(organization)
     await session.flush()

@@ -17,6 +17,7 @@ _SNIPPET_COLUMNS: tuple[Any, ...] = (QuickReply.shortcut, QuickReply.content)
 
 class QuickReplyRepository(OrgScopedRepository[QuickReply]):
     model = QuickReply
+    resource = "Quick reply"
     list_columns: ClassVar = (
         QuickReply.id,
         QuickReply.organization_id,
@@ -25,12 +26,6 @@ class QuickReplyRepository(OrgScopedRepository[QuickReply]):
         QuickReply.created_at,
         QuickReply.updated_at,
     )
-
-    def add(self, quick_reply: QuickReply) -> None:
-        self.session.add(quick_reply)
-
-    async def delete(self, quick_reply: QuickReply) -> None:
-        await self.session.delete(quick_reply)
 
     async def snippets(self) -> dict[str, str]:
         """Every shortcut of the organization and its content (what the cache holds)."""

@@ -15,12 +15,16 @@ from pydantic import (
     field_validator,
 )
 
+from app.kit.serialize import public_shape
+from app.kit.validation import NOT_BLANK_CHAR, without_null
+
 MAX_SHORTCUT_LENGTH = 100
 # A WhatsApp text message body holds at most 4096 characters; a snippet is one.
 MAX_CONTENT_LENGTH = 4096
 # The same rule twice: for OpenAPI (ECMA regex, anchored), and for the check (fullmatch).
-SHORTCUT_PATTERN = r"^/\S*$"
-_SHORTCUT = re.compile(r"/\S*")
+# White space by every regex dialect in play (app/kit/validation.py).
+SHORTCUT_PATTERN = f"^/{NOT_BLANK_CHAR}*$"
+_SHORTCUT = re.compile(f"/{NOT_BLANK_CHAR}*")
 
 
 def _check_shortcut(value: str) -> str:
@@ -62,10 +66,10 @@ class QuickReplyCreate(BaseModel):
 class QuickReplyUpdate(BaseModel):
     """Partial update: only the fields present in the body change."""
 
-    model_config = ConfigDict(extra="ignore")
-
     # Absent is fine, but null is refused (`_no_null`), and the document says so: it shows the
-    # non-null schemas only.
+    # non-null schemas only, without `default: null`.
+    model_config = ConfigDict(extra="ignore", json_schema_extra=without_null("shortcut", "content"))
+
     shortcut: Annotated[Shortcut | None, WithJsonSchema(SHORTCUT_SCHEMA)] = None
     content: Annotated[Content | None, WithJsonSchema(CONTENT_SCHEMA)] = None
 
@@ -90,10 +94,4 @@ class QuickReplyResponse(BaseModel):
     created_at: str
 
 
-def quick_reply_to_public(quick_reply: Any) -> dict[str, Any]:
-    return {
-        "id": quick_reply.id,
-        "shortcut": quick_reply.shortcut,
-        "content": quick_reply.content,
-        "created_at": quick_reply.created_at,
-    }
+quick_reply_to_public = public_shape(QuickReplyResponse)

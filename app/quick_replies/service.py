@@ -13,14 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
 from app.kit.cache import GenerationalCache, invalidate_after_commit
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.errors import Conflict, InvalidInput
 from app.kit.jsonutil import dumps, loads
 from app.kit.pagination import CursorPage, CursorParams
 from app.quick_replies.models import QuickReply
 from app.quick_replies.repository import QuickReplyRepository
 from app.quick_replies.schemas import MAX_SHORTCUT_LENGTH, QuickReplyCreate, QuickReplyUpdate
 
-QUICK_REPLY = "Quick reply"
 # Keeps the cached list bounded (at most ~4 MB): it is read whole to expand one shortcut.
 MAX_QUICK_REPLIES = 1000
 
@@ -59,9 +58,9 @@ async def create_quick_reply(
 
 
 async def get_quick_reply(session: AsyncSession, subject: Subject, quick_reply_id: str) -> Any:
-    row = await QuickReplyRepository(session, subject.organization_id).get_row(quick_reply_id)
-    if row is None:
-        raise NotFound(QUICK_REPLY)
+    row = await QuickReplyRepository(session, subject.organization_id).get_row_or_404(
+        quick_reply_id
+    )
     return row
 
 
@@ -79,9 +78,7 @@ async def update_quick_reply(
     cache: GenerationalCache,
 ) -> QuickReply:
     repository = QuickReplyRepository(session, subject.organization_id)
-    quick_reply = await repository.get(quick_reply_id)
-    if quick_reply is None:
-        raise NotFound(QUICK_REPLY)
+    quick_reply = await repository.get_or_404(quick_reply_id)
     changes = data.changes()
     for name, value in changes.items():
         setattr(quick_reply, name, value)
@@ -95,9 +92,7 @@ async def delete_quick_reply(
     session: AsyncSession, subject: Subject, quick_reply_id: str, cache: GenerationalCache
 ) -> None:
     repository = QuickReplyRepository(session, subject.organization_id)
-    quick_reply = await repository.get(quick_reply_id)
-    if quick_reply is None:
-        raise NotFound(QUICK_REPLY)
+    quick_reply = await repository.get_or_404(quick_reply_id)
     await repository.delete(quick_reply)
     await session.flush()
     invalidate_after_commit(session, cache, subject.organization_id)

@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import structlog
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Table, bindparam, exists, insert, null, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.prepared import PreparedRead
+from app.db.prepared import PreparedRead, constant
 from app.db.runner import StatementRunner
 from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
@@ -78,7 +78,7 @@ _EVENT = PreparedRead(
 _SUBSCRIBERS = PreparedRead(
     select(WebhookSubscription.id, WebhookSubscription.events).where(
         WebhookSubscription.organization_id == bindparam("organization_id"),
-        WebhookSubscription.is_active.is_(True),
+        WebhookSubscription.is_active.is_(constant(True)),
     )
 )
 _DELIVERED_TO = PreparedRead(
@@ -89,8 +89,8 @@ _INSERT_DELIVERY = PreparedRead(
     insert(_DELIVERIES).values(
         {name: bindparam(name) for name in _DELIVERY_COLUMNS}
         | {
-            "status": PENDING,
-            "attempt_count": 0,
+            "status": constant(PENDING),
+            "attempt_count": constant(0),
             "created_at": bindparam("now"),
             "updated_at": bindparam("now"),
         }
@@ -211,7 +211,10 @@ _TARGET = PreparedRead(
     )
     .join(WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id)
     .join(Event, Event.id == WebhookDelivery.event_id)
-    .where(WebhookDelivery.id == bindparam("delivery_id"), WebhookDelivery.status == PENDING)
+    .where(
+        WebhookDelivery.id == bindparam("delivery_id"),
+        WebhookDelivery.status == constant(PENDING),
+    )
 )
 
 
@@ -253,31 +256,29 @@ async def close_inactive(session: AsyncSession, target: DeliveryTarget) -> None:
     )
 
 
+_SUCCESS_COLUMNS = (
+    "id",
+    "organization_id",
+    "subscription_id",
+    "delivery_id",
+    "event_id",
+    "event_type",
+    "attempt",
+    "status_code",
+    "duration_ms",
+    "response_body",
+)
 _INSERT_SUCCESS = insert(_ATTEMPTS).values(
-    {
-        column: bindparam(column)
-        for column in (
-            "id",
-            "organization_id",
-            "subscription_id",
-            "delivery_id",
-            "event_id",
-            "event_type",
-            "attempt",
-            "status_code",
-            "duration_ms",
-            "response_body",
-        )
-    }
-    | {"success": True, "error": None, "created_at": bindparam("now")}
+    {column: bindparam(column) for column in _SUCCESS_COLUMNS}
+    | {"success": constant(True), "error": constant(None), "created_at": bindparam("now")}
 )
 _MARK_SUCCEEDED = (
     update(_DELIVERIES)
-    .where(_DELIVERIES.c.id == bindparam("delivery_id"), _DELIVERIES.c.status == PENDING)
+    .where(_DELIVERIES.c.id == bindparam("delivery_id"), _DELIVERIES.c.status == constant(PENDING))
     .values(
-        status=SUCCEEDED,
+        status=constant(SUCCEEDED),
         attempt_count=bindparam("attempt"),
-        next_attempt_at=None,
+        next_attempt_at=constant(None),
         updated_at=bindparam("now"),
     )
 )
@@ -287,24 +288,54 @@ _CLEAR_FAILING = (
         _SUBSCRIPTIONS.c.id == bindparam("subscription_id"),
         _SUBSCRIPTIONS.c.failing_since.is_not(None),
     )
-    .values(failing_since=None, updated_at=bindparam("now"))
+    .values(failing_since=constant(None), updated_at=bindparam("now"))
 )
 _SUCCESS_STEPS = tuple(
     PreparedRead(step) for step in (_INSERT_SUCCESS, _MARK_SUCCEEDED, _CLEAR_FAILING)
 )
-# Where data-modifying CTEs exist (PostgreSQL): the three steps and the job's finish in one
-# statement, one round trip and one commit.
-_SUCCESS_AND_FINISH = outbox.finish_with(
-    _INSERT_SUCCESS.cte("attempt"), _MARK_SUCCEEDED.cte("marked"), _CLEAR_FAILING.cte("cleared")
-)
+
+
+def _success_and_finish() -> PreparedRead:
+    """Where data-modifying CTEs exist (PostgreSQL): the job's fenced finish and the three
+    steps in one statement (one round trip, one commit); the steps write only when the finish
+    found the run's claim."""
+    settled = outbox.settled_by_run()
+    held = exists(select(settled.c.id))
+    typed = [
+        bindparam(column, type_=_ATTEMPTS.c[column].type).label(column)
+        for column in _SUCCESS_COLUMNS
+    ]
+    attempt = insert(_ATTEMPTS).from_select(
+        [*_SUCCESS_COLUMNS, "success", "error", "created_at"],
+        select(
+            *typed,
+            constant(True),
+            null(),
+            bindparam("now", type_=_ATTEMPTS.c.created_at.type),
+        ).where(held),
+    )
+    return outbox.finish_with(
+        settled,
+        attempt.cte("attempt"),
+        _MARK_SUCCEEDED.where(held).cte("marked"),
+        _CLEAR_FAILING.where(held).cte("cleared"),
+    )
+
+
+_SUCCESS_AND_FINISH = _success_and_finish()
 
 
 async def record_success_and_finish(
-    runner: StatementRunner, target: DeliveryTarget, outcome: AttemptOutcome, job_id: str
+    runner: StatementRunner,
+    target: DeliveryTarget,
+    outcome: AttemptOutcome,
+    job_id: str,
+    token: str,
 ) -> None:
     """The common case, in statements built once (no ORM on the hot path), finishing the job
     with it: one statement where writes combine, otherwise several that the caller runs in
-    one transaction (a SessionRunner's session)."""
+    one transaction (a SessionRunner's session). Raises `outbox.StaleRun`, having written
+    nothing (or in a transaction the caller then rolls back), when the run lost its claim."""
     params = {
         "id": new_id(),
         "organization_id": target.organization_id,
@@ -318,13 +349,16 @@ async def record_success_and_finish(
         "response_body": outcome.response_body,
         "now": utcnow(),
         "job_id": job_id,
+        "token": token,
     }
     if runner.combines_writes:
-        await runner.execute(_SUCCESS_AND_FINISH, params)
+        [(finished,)] = await runner.fetch(_SUCCESS_AND_FINISH, params)
+        if not finished:
+            raise outbox.StaleRun(job_id)
         return
+    await outbox.finish(runner, job_id, token)  # first: a stale run writes nothing after it
     for step in _SUCCESS_STEPS:
         await runner.execute(step, params)
-    await outbox.finish(runner, job_id)
 
 
 async def record_failure(

@@ -12,6 +12,7 @@ from app.webhooks.models import WebhookDeliveryAttempt, WebhookSubscription
 
 class WebhookSubscriptionRepository(OrgScopedRepository[WebhookSubscription]):
     model = WebhookSubscription
+    resource = "Webhook"
     list_columns: ClassVar = (
         WebhookSubscription.id,
         WebhookSubscription.organization_id,
@@ -24,17 +25,13 @@ class WebhookSubscriptionRepository(OrgScopedRepository[WebhookSubscription]):
         WebhookSubscription.updated_at,
     )
 
-    def add(self, subscription: WebhookSubscription) -> None:
-        self.session.add(subscription)
-
-    async def delete(self, subscription: WebhookSubscription) -> None:
-        await self.session.delete(subscription)
-
 
 class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttempt]):
     """Attempts are written by the delivery worker; requests only read them."""
 
     model = WebhookDeliveryAttempt
+
+    resource = "Delivery attempt"
     list_columns: ClassVar = (
         WebhookDeliveryAttempt.id,
         WebhookDeliveryAttempt.subscription_id,

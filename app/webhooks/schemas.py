@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
+from app.kit.serialize import public_shape
+from app.kit.validation import HTTP_URL_PATTERN, refuse_null, without_null
 from app.webhooks.events import MAX_URL_LENGTH, SUBSCRIBABLE_EVENTS
 
 # Cap on the list a caller sends (before repeats are dropped): list inputs stop at 100 items.
@@ -15,7 +16,7 @@ MAX_EVENT_NAME_LENGTH = 100
 
 # The prefix rule, the allowed names and "at least one" are the service's checks (400 with
 # the spec's messages); the schema documents them so clients and fuzzers see the rules.
-_URL_SCHEMA: dict[str, Any] = {"maxLength": MAX_URL_LENGTH, "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"}
+_URL_SCHEMA: dict[str, Any] = {"maxLength": MAX_URL_LENGTH, "pattern": HTTP_URL_PATTERN}
 _EVENTS_SCHEMA: dict[str, Any] = {"minItems": 1}
 _EVENT_NAME_SCHEMA: dict[str, Any] = {"enum": list(SUBSCRIBABLE_EVENTS)}
 
@@ -39,19 +40,17 @@ class WebhookCreate(BaseModel):
 class WebhookUpdate(BaseModel):
     """Partial update: only the fields present in the body change; events are replaced."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Absent is fine, but null is refused (`_no_null`), and the document says so.
+    model_config = ConfigDict(
+        extra="ignore", json_schema_extra=without_null("url", "events", "is_active")
+    )
 
-    # SkipJsonSchema: absent is fine, but null is refused, and the document says so.
-    url: str | SkipJsonSchema[None] = Field(default=None, json_schema_extra=_URL_SCHEMA)
-    events: EventList | SkipJsonSchema[None] = None
-    is_active: bool | SkipJsonSchema[None] = None
+    url: str | None = Field(default=None, json_schema_extra=_URL_SCHEMA)
+    events: EventList | None = None
+    # Strict: `0` or `"false"` are refused, as the document's `boolean` says.
+    is_active: StrictBool | None = None
 
-    @model_validator(mode="after")
-    def _no_null(self) -> WebhookUpdate:
-        for name in self.model_fields_set:
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
+    _no_null = field_validator("url", "events", "is_active", mode="before")(refuse_null)
 
     def changes(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.model_fields_set}
@@ -66,6 +65,10 @@ class WebhookSubscriptionResponse(BaseModel):
     secret: str
     events: list[str]
     is_active: bool
+    disabled_reason: str | None = Field(
+        description="Why the service switched the subscription off (e.g. the receiver answered "
+        "410 Gone); null while active or when a user switched it off"
+    )
     created_at: str
     updated_at: str
 
@@ -100,31 +103,10 @@ class WebhookTestResponse(BaseModel):
     status: str
 
 
-def webhook_to_public(webhook: Any) -> dict[str, Any]:
-    """REST shape of a subscription row or entity, for app.kit.jsonutil.dumps."""
-    return {
-        "id": webhook.id,
-        "organization_id": webhook.organization_id,
-        "url": webhook.url,
-        "secret": webhook.secret,
-        "events": list(webhook.events or []),
-        "is_active": webhook.is_active,
-        # datetimes stay objects: orjson writes them as ISO 8601 with a Z.
-        "created_at": webhook.created_at,
-        "updated_at": webhook.updated_at,
-    }
+# The REST shape of a subscription row or entity.
+webhook_to_public = public_shape(
+    WebhookSubscriptionResponse, events=lambda events: list(events or [])
+)
 
 
-def attempt_to_public(attempt: Any) -> dict[str, Any]:
-    """REST shape of one delivery attempt row."""
-    return {
-        "id": attempt.id,
-        "event_id": attempt.event_id,
-        "event_type": attempt.event_type,
-        "status_code": attempt.status_code,
-        "success": attempt.success,
-        "attempt": attempt.attempt,
-        "duration_ms": attempt.duration_ms,
-        "error": attempt.error,
-        "created_at": attempt.created_at,
-    }
+attempt_to_public = public_shape(WebhookDeliveryAttemptResponse)

@@ -12,9 +12,13 @@ environment proxy is used (a proxy would resolve the host itself, undoing the gu
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import ssl
 import time
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
 import aiohttp
@@ -149,3 +153,133 @@ async def _read_prefix(stream: aiohttp.StreamReader, limit: int) -> bytes:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:500]
+
+
+MAX_OPEN_SECONDS = 600.0
+# A healthy endpoint that is merely busy is tried again this soon when its slots stay taken.
+BUSY_RETRY_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class _Endpoint:
+    in_flight: int = 0
+    failures: int = 0  # consecutive
+    opened: int = 0  # times opened since the last success
+    open_until: float = 0.0
+    # Deliveries waiting for a slot: each is handed one (None) or told to defer (seconds).
+    waiters: deque[asyncio.Future[float | None]] = field(default_factory=deque)
+
+
+class EndpointGate:
+    """Fair sending across endpoints: a per-endpoint cap on attempts in flight, and a circuit
+    breaker for endpoints that keep failing. One per worker process (its loop's state).
+
+    `admit` either takes a slot (None) or says how long to defer the delivery: it then goes
+    back to the outbox without an attempt, freeing everything it held. A delivery may wait up
+    to `slot_wait_seconds` for a slot (at most `concurrency` wait per endpoint), so a busy
+    healthy endpoint's bursts go through at once while a slow or dead endpoint holds at most
+    `concurrency` attempts and as many short waits of a process, never the queue. After
+    `failures_to_open` failures in a row the circuit opens for `open_seconds` (doubling each
+    time it reopens, up to ten minutes); then one trial attempt at a time is let through, and
+    a success closes it.
+    """
+
+    def __init__(
+        self,
+        *,
+        concurrency: int,
+        failures_to_open: int,
+        open_seconds: float,
+        busy_defer_seconds: float,
+        slot_wait_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.concurrency = concurrency
+        self.failures_to_open = failures_to_open
+        self.open_seconds = open_seconds
+        self.busy_defer_seconds = busy_defer_seconds
+        self.slot_wait_seconds = slot_wait_seconds
+        self._clock = clock
+        self._endpoints: dict[str, _Endpoint] = {}
+
+    def _limit(self, state: _Endpoint) -> float | int:
+        """Attempts allowed in flight now, or the seconds until the open circuit half-opens."""
+        if state.failures < self.failures_to_open:
+            return self.concurrency
+        now = self._clock()
+        if now < state.open_until:
+            return -(state.open_until - now)
+        return 1  # half-open: one trial at a time
+
+    def _defer_busy(self, state: _Endpoint) -> float:
+        # A failing endpoint frees its slots only as its attempts time out.
+        base = self.busy_defer_seconds if state.failures else BUSY_RETRY_SECONDS
+        return base * random.uniform(0.5, 1.0)
+
+    async def admit(self, endpoint: str) -> float | None:
+        state = self._endpoints.setdefault(endpoint, _Endpoint())
+        limit = self._limit(state)
+        if limit < 0:
+            return -limit + random.uniform(0, 1)
+        if state.in_flight < limit:
+            state.in_flight += 1
+            return None
+        if len(state.waiters) >= self.concurrency:
+            return self._defer_busy(state)
+        waiter: asyncio.Future[float | None] = asyncio.get_running_loop().create_future()
+        state.waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter), self.slot_wait_seconds)
+        except TimeoutError:
+            if waiter.done():
+                return waiter.result()  # handed a slot (or told to defer) just now
+            waiter.cancel()
+            return self._defer_busy(state)
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.result() is None:
+                self._pass_slot(endpoint, state)  # handed a slot it will never use
+            raise
+        finally:
+            if not waiter.done():
+                waiter.cancel()  # our own cancellation: a release skips it
+            with contextlib.suppress(ValueError):
+                state.waiters.remove(waiter)
+
+    def release(self, endpoint: str, success: bool) -> None:
+        state = self._endpoints.get(endpoint)
+        if state is None:
+            return
+        if success:
+            state.failures = state.opened = 0
+        else:
+            state.failures += 1
+            # Opens now, or again after a failed trial; attempts that were in flight when it
+            # opened fail meanwhile without extending it.
+            if state.failures >= self.failures_to_open and self._clock() >= state.open_until:
+                seconds = min(MAX_OPEN_SECONDS, self.open_seconds * 2.0**state.opened)
+                state.opened += 1
+                state.open_until = self._clock() + seconds
+        self._pass_slot(endpoint, state)
+
+    def _pass_slot(self, endpoint: str, state: _Endpoint) -> None:
+        """A slot is free: hand it to the first waiter that may have it, or give it back."""
+        limit = self._limit(state)
+        while state.waiters:
+            waiter = state.waiters.popleft()
+            if waiter.done():
+                continue
+            if limit < 0:
+                waiter.set_result(-limit + random.uniform(0, 1))
+                continue
+            if state.in_flight <= limit:
+                waiter.set_result(None)  # the slot passes to it: in_flight unchanged
+                return
+            state.waiters.appendleft(waiter)
+            break
+        state.in_flight -= 1
+        if state.in_flight == 0 and state.failures == 0 and not state.waiters:
+            del self._endpoints[endpoint]  # only endpoints with a story are remembered
+
+    def is_open(self, endpoint: str) -> bool:
+        state = self._endpoints.get(endpoint)
+        return state is not None and self._limit(state) < 0

@@ -43,10 +43,7 @@ async def _guard(url: str, *, allow_private: bool, resolver: Resolver) -> None:
 async def _get_entity(
     repository: WebhookSubscriptionRepository, webhook_id: str
 ) -> WebhookSubscription:
-    subscription = await repository.get(webhook_id)
-    if subscription is None:
-        raise NotFound(WEBHOOK)
-    return subscription
+    return await repository.get_or_404(webhook_id)
 
 
 async def create_webhook(
@@ -77,9 +74,9 @@ async def create_webhook(
 
 
 async def get_webhook(session: AsyncSession, subject: Subject, webhook_id: str) -> Any:
-    row = await WebhookSubscriptionRepository(session, subject.organization_id).get_row(webhook_id)
-    if row is None:
-        raise NotFound(WEBHOOK)
+    row = await WebhookSubscriptionRepository(session, subject.organization_id).get_row_or_404(
+        webhook_id
+    )
     return row
 
 

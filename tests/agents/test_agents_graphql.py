@@ -42,12 +42,12 @@ CONFIG: dict[str, Any] = {
         {
             "name": "lookup",
             "description": "Look an order up",
-            "url": "https://api.example.com/lookup",
+            "url": "https://93.184.216.34/lookup",
             "method": "GET",
             "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
         }
     ],
-    "mcpTools": [{"name": "crm", "url": "https://mcp.example.com", "allowedTools": ["find"]}],
+    "mcpTools": [{"name": "crm", "url": "https://93.184.216.35", "allowedTools": ["find"]}],
 }
 
 
@@ -117,7 +117,7 @@ async def test_typed_errors(client: httpx.AsyncClient, acme: Tenant) -> None:
         return body["data"]["createAgent"]["errors"]  # type: ignore[no-any-return]
 
     [error] = await create_errors({"name": " "})
-    assert (error["field"], error["code"]) == ("name", "string_too_short")
+    assert (error["field"], error["code"]) == ("name", "string_blank")
     [error] = await create_errors({"name": "A", "agentConfig": {"temperature": 1.5}})
     assert (error["field"], error["code"]) == ("agentConfig.temperature", "less_than_equal")
     [error] = await create_errors({"name": "A", "timezone": "Mars/Base"})
@@ -227,7 +227,7 @@ async def test_paging_forward_and_back(client: httpx.AsyncClient, acme: Tenant) 
     assert back["pageInfo"]["hasNextPage"] is True
     for variables in ({"first": 0}, {"first": 101}, {"last": 2}):
         body = await graphql(client, LIST, variables, acme.headers)
-        assert body["data"] is None
+        assert body["data"] == {"agents": None}  # the root field is nullable
         assert body["errors"][0]["extensions"]["code"] == "invalid_input", variables
 
 

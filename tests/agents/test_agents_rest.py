@@ -50,7 +50,7 @@ FULL_CONFIG: dict[str, Any] = {
         {
             "name": "lookup_order",
             "description": "Find an order",
-            "url": "https://api.example.com/orders",
+            "url": "https://93.184.216.34/orders",
             "method": "GET",
             "parameters": {
                 "type": "object",
@@ -58,11 +58,11 @@ FULL_CONFIG: dict[str, Any] = {
                 "required": ["number"],
             },
         },
-        {"name": "refund", "description": "Refund an order", "url": "http://api.example.com/r"},
+        {"name": "refund", "description": "Refund an order", "url": "http://93.184.216.34/r"},
     ],
     "mcp_tools": [
-        {"name": "crm", "url": "https://mcp.example.com/mcp", "allowed_tools": ["find", "note"]},
-        {"name": "docs", "url": "https://docs.example.com/sse", "transport": "sse"},
+        {"name": "crm", "url": "https://93.184.216.35/mcp", "allowed_tools": ["find", "note"]},
+        {"name": "docs", "url": "https://93.184.216.36/sse", "transport": "sse"},
     ],
 }
 
@@ -170,13 +170,13 @@ def _config(**fields: Any) -> dict[str, Any]:
 
 
 def _tool(**fields: Any) -> dict[str, Any]:
-    return {"name": "t", "description": "d", "url": "https://api.example.com/t", **fields}
+    return {"name": "t", "description": "d", "url": "https://93.184.216.34/t", **fields}
 
 
 INVALID_BODIES = [
     pytest.param({}, "name: Field required", id="missing-name"),
     pytest.param({"name": ""}, "name: String should have at least 1 character", id="empty-name"),
-    pytest.param({"name": "   "}, "name: String should have at least 1", id="blank-name"),
+    pytest.param({"name": "   "}, "name: String should not be only white space", id="blank-name"),
     pytest.param({"name": "x" * 256}, "name: String should have at most 255", id="long-name"),
     pytest.param({"name": 5}, "name: Input should be a valid string", id="name-not-string"),
     pytest.param({"name": "A", "agent_type": "dynamic"}, "agent_type:", id="agent-type"),
@@ -287,7 +287,7 @@ INVALID_BODIES = [
         "NUL characters are not allowed",
         id="nul-character",
     ),
-    pytest.param([], "Input should be a valid dictionary", id="body-not-object"),
+    pytest.param([], "Input should be an object", id="body-not-object"),
 ]
 
 
@@ -304,7 +304,8 @@ async def test_invalid_create_is_400_error_message(
 
 
 async def test_unreadable_body_is_400(client: httpx.AsyncClient, acme: Tenant) -> None:
-    response = await client.post(BASE, content=b"{nope", headers=acme.headers)
+    headers = {**acme.headers, "Content-Type": "application/json"}
+    response = await client.post(BASE, content=b"{nope", headers=headers)
     assert response.status_code == 400
     assert response.json() == {"error": 400, "message": "Body is not valid JSON"}
     response = await client.post(BASE, headers=acme.headers)
@@ -658,7 +659,16 @@ async def test_scope_matrix(
 async def test_openapi_documents_agent_errors(client: httpx.AsyncClient) -> None:
     document = (await client.get("/api/v1/openapi.json")).json()
     create_op = document["paths"]["/api/v1/agents"]["post"]
-    assert set(create_op["responses"]) == {"201", "400", "401", "403", "429", "500"}
+    assert set(create_op["responses"]) == {
+        "201",
+        "400",
+        "401",
+        "403",
+        "413",
+        "415",
+        "429",
+        "500",
+    }
     agent_error = {"$ref": "#/components/schemas/AgentError"}
     assert create_op["responses"]["400"]["content"]["application/json"]["schema"] == agent_error
     get_op = document["paths"]["/api/v1/agents/{agent_id}"]["get"]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.conftest import StatementCounter, Tenant, TenantFactory, graphql
+from app.graphql import schema as graphql_schema
+from app.kit.ratelimit import MemoryRateLimiter
+from app.main import create_app
+from app.resources import Resources
+from tests.conftest import GRAPHQL, StatementCounter, Tenant, TenantFactory, graphql
 
 LOGIN = """mutation($email: String!, $password: String!) {
   login(email: $email, password: $password) {
@@ -83,9 +90,16 @@ async def test_bad_login_says_nothing_specific(
     )
 
 
+def frozen_limiter() -> MemoryRateLimiter:
+    """A limiter whose clock stands still: no bucket refills while a slow test runs (each
+    login hashes a password, seconds apart on a loaded machine)."""
+    return MemoryRateLimiter(clock=lambda: 1_000.0)
+
+
 async def test_login_is_rate_limited_per_email(
-    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory
+    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory, resources: Resources
 ) -> None:
+    resources.rate_limiter = frozen_limiter()
     await tenants.user(acme, "target@acme.test", PASSWORD)
     codes = [
         (await login(client, "target@acme.test", f"guess {i}"))["errors"][0]["code"]
@@ -93,6 +107,161 @@ async def test_login_is_rate_limited_per_email(
     ]
     assert codes[:10] == ["invalid_credentials"] * 10
     assert codes[10:] == ["rate_limit_exceeded"] * 2
+
+
+@pytest.fixture
+async def spraying_client(resources: Resources) -> AsyncIterator[httpx.AsyncClient]:
+    """Four login attempts per minute per client address; the other limits stay generous."""
+    settings = resources.settings.model_copy(update={"login_rate_limit_per_address": "4/m"})
+    app = create_app(resources=replace(resources, settings=settings, rate_limiter=frozen_limiter()))
+    transport = httpx.ASGITransport(app=app, client=("198.51.100.20", 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        yield client
+
+
+async def _attempt(client: httpx.AsyncClient, email: str, **headers: str) -> httpx.Response:
+    return await client.post(
+        GRAPHQL,
+        json={"query": LOGIN, "variables": {"email": email, "password": "Winter2026!"}},
+        headers=headers,
+    )
+
+
+async def test_login_is_rate_limited_per_client_address_across_emails(
+    spraying_client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory
+) -> None:
+    # Password spraying: one password, a different e-mail each time (each under its own limit).
+    for i in range(4):
+        await tenants.user(acme, f"user{i}@acme.test", PASSWORD)
+    answers = [await _attempt(spraying_client, f"user{i}@acme.test") for i in range(4)]
+    assert {a.json()["data"]["login"]["errors"][0]["code"] for a in answers} == {
+        "invalid_credentials"
+    }
+    refused = await _attempt(spraying_client, "user5@acme.test")
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "rate_limit_exceeded"
+    assert int(refused.headers["retry-after"]) >= 1
+    # Having a credential does not lift it: the attempts are still from this address.
+    assert (await _attempt(spraying_client, "user6@acme.test", **acme.headers)).status_code == 429
+    # Other requests from the address still go through.
+    body = (await spraying_client.post(GRAPHQL, json={"query": "{ viewer { livemode } }"})).json()
+    assert body == {"data": {"viewer": None}}
+
+
+async def test_every_aliased_login_of_a_document_counts(
+    spraying_client: httpx.AsyncClient,
+) -> None:
+    three = (
+        "mutation { "
+        + " ".join(
+            f'a{i}: login(email: "u{i}@acme.test", password: "x") {{ token }}' for i in range(3)
+        )
+        + " }"
+    )
+    first = await spraying_client.post(GRAPHQL, json={"query": three})
+    assert first.status_code == 200
+    assert set(first.json()["data"]) == {"a0", "a1", "a2"}
+    # One attempt left; a document of two (one through a fragment) is refused whole.
+    two = (
+        'mutation { ...Spread b: login(email: "b@acme.test", password: "x") { token } }'
+        ' fragment Spread on Mutation { c: login(email: "c@acme.test", password: "x") { token } }'
+    )
+    refused = await spraying_client.post(GRAPHQL, json={"query": two})
+    assert refused.status_code == 429
+    one = 'mutation { login(email: "d@acme.test", password: "x") { token } }'
+    assert (await spraying_client.post(GRAPHQL, json={"query": one})).status_code == 200
+    assert (await spraying_client.post(GRAPHQL, json={"query": one})).status_code == 429
+
+
+async def test_the_organization_id_header_is_checked_on_graphql(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant
+) -> None:
+    """docs/api.md, CONTRACT §2: optional on every route; when sent it must name the
+    credential's organization, on /graphql as on REST (same 400 body)."""
+    query = {"query": "{ viewer { organizationId } }"}
+    for name in ("organization_id", "organization-id"):
+        matching = await client.post(
+            GRAPHQL, json=query, headers={**acme.headers, name: acme.organization_id}
+        )
+        assert matching.json() == {"data": {"viewer": {"organizationId": acme.organization_id}}}
+        for claimed in (globex.organization_id, "", "not-an-id"):
+            refused = await client.post(
+                GRAPHQL, json=query, headers={**acme.headers, name: claimed}
+            )
+            assert refused.status_code == 400
+            assert refused.json() == {"detail": "A valid organization_id header is required"}
+    # Without a credential there is no organization to compare with: the header is ignored.
+    anonymous = await client.post(
+        GRAPHQL, json=query, headers={"organization_id": globex.organization_id}
+    )
+    assert anonymous.json() == {"data": {"viewer": None}}
+
+
+class RecordedLog:
+    """Stands in for the GraphQL logger: (level, event, fields) of every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str) -> Any:
+        def record(event: str, **fields: Any) -> None:
+            self.calls.append((level, event, fields))
+
+        return record
+
+
+@pytest.fixture
+def graphql_log(monkeypatch: pytest.MonkeyPatch) -> RecordedLog:
+    log = RecordedLog()
+    monkeypatch.setattr(graphql_schema, "logger", log)
+    return log
+
+
+async def test_expected_graphql_errors_log_one_line_without_a_traceback(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    tenants: TenantFactory,
+    graphql_log: RecordedLog,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reader = await tenants.key(acme, ["calls:read"])
+    body = await graphql(client, "{ contacts { totalCount } }", headers=reader.headers)
+    assert body["errors"][0]["extensions"]["code"] == "insufficient_scope"
+    body = await graphql(client, '{ contacts(after: "nope") { totalCount } }', headers=acme.headers)
+    not_found = body["errors"][0]["extensions"]["code"]
+    body = await graphql(client, "{ viewer { nope } }", headers=acme.headers)
+    assert graphql_log.calls == [
+        ("info", "graphql error", {"code": code, "message": message, "path": path})
+        for code, message, path in [
+            (
+                "insufficient_scope",
+                "This credential does not have the required scope: full_access",
+                ["contacts"],
+            ),
+            (not_found, graphql_log.calls[1][2]["message"], ["contacts"]),
+            (None, "Cannot query field 'nope' on type 'Viewer'.", None),
+        ]
+    ]
+    assert all("exc_info" not in fields for _, _, fields in graphql_log.calls)
+    # Strawberry's own logger (a traceback per error) stays silent.
+    assert not [r for r in caplog.records if r.name == "strawberry.execution"]
+
+
+async def test_unexpected_graphql_errors_keep_their_traceback(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
+    graphql_log: RecordedLog,
+) -> None:
+    async def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr("app.contacts.service.list_contacts", broken)
+    body = await graphql(client, "{ contacts { totalCount } }", headers=acme.headers)
+    assert body["errors"][0]["message"] == "Internal server error"
+    ((level, event, fields),) = graphql_log.calls
+    assert (level, event, fields["path"]) == ("error", "unexpected graphql error", ["contacts"])
+    assert isinstance(fields["exc_info"], RuntimeError)
 
 
 async def test_user_manages_keys(

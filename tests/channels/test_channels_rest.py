@@ -188,7 +188,8 @@ async def test_no_body_is_422(client: httpx.AsyncClient, acme: Tenant) -> None:
     empty = await client.post(BASE, headers=acme.headers)
     assert empty.status_code == 422
     assert empty.json()["detail"][0]["loc"] == ["body"]
-    broken = await client.post(BASE, content=b"{nope", headers=acme.headers)
+    headers = {**acme.headers, "Content-Type": "application/json"}
+    broken = await client.post(BASE, content=b"{nope", headers=headers)
     assert broken.json()["detail"][0]["type"] == "json_invalid"
 
 

@@ -89,7 +89,8 @@ async def test_invalid_body_is_422_array(
 
 
 async def test_malformed_json_is_422(client: httpx.AsyncClient, acme: Tenant) -> None:
-    response = await client.post(BASE, content=b"{nope", headers=acme.headers)
+    headers = {**acme.headers, "Content-Type": "application/json"}
+    response = await client.post(BASE, content=b"{nope", headers=headers)
     assert response.status_code == 422
     assert response.json()["detail"][0]["type"] == "json_invalid"
 

@@ -35,9 +35,9 @@ from starlette.applications import Starlette
 from app.auth.service import revoke_api_key
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
+from app.events import graphql as graphql_events
 from app.events.models import Event
 from app.events.stream import EventStream
-from app.graphql import events as graphql_events
 from app.graphql import view as graphql_view
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -511,7 +511,14 @@ async def test_a_revoked_key_stops_receiving_events(
 async def test_a_subscription_over_post_is_refused(client: httpx.AsyncClient, acme: Tenant) -> None:
     response = await client.post("/graphql", json={"query": EVENTS}, headers=acme.headers)
     assert response.status_code == 400
-    assert response.text == graphql_events.SUBSCRIPTIONS_OVER_WEBSOCKET
+    assert response.json() == {
+        "errors": [
+            {
+                "message": graphql_events.SUBSCRIPTIONS_OVER_WEBSOCKET,
+                "extensions": {"code": "bad_request"},
+            }
+        ]
+    }
     # Queries are unaffected.
     body = await graphql(client, "{ viewer { organizationId } }", headers=acme.headers)
     assert body["data"]["viewer"]["organizationId"] == acme.organization_id

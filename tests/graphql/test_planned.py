@@ -12,9 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from graphql import parse
+from strawberry.extensions import SchemaExtension
 
 from app.graphql import planned, view
-from app.graphql.schema import OPERATION_CACHE
+from app.graphql.permissions import HasScope
+from app.graphql.planned import compile_plan, extensions_allow_plans
+from app.graphql.schema import OPERATION_CACHE, SwitchboardSchema, build_schema
 from app.kit.clock import isoformat
 from app.kit.jsonutil import dumps
 from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
@@ -157,3 +161,53 @@ async def test_without_credentials_the_general_path_answers(
 def test_the_encoder_writes_utc_datetimes_as_the_scalar_does(moment: datetime) -> None:
     # Plans leave UTC datetimes to the response encoder instead of the DateTime scalar.
     assert dumps(moment) == f'"{isoformat(moment)}"'.encode()
+
+
+async def test_a_plan_calls_the_fields_permission_class(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    seeded: str,
+    tenants: TenantFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked: list[tuple[str, dict[str, Any]]] = []
+    original = HasScope.has_permission
+
+    def spy(self: HasScope, source: Any, info: Any, **kwargs: Any) -> bool:
+        checked.append((self.scope.value, kwargs))
+        return original(self, source, info, **kwargs)
+
+    monkeypatch.setattr(HasScope, "has_permission", spy)
+    answered = []
+    original_run = planned.run_plan
+
+    async def run_spy(*args: Any) -> Any:
+        result = await original_run(*args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(view, "run_plan", run_spy)
+    query = "query($s: TicketStatus) { tickets(status: $s, first: 5) { totalCount } }"
+    status, body = await _post(client, acme, query, {"s": "OPEN"})
+    assert (status, body) == (200, {"data": {"tickets": {"totalCount": 0}}})
+    assert answered == [True]
+    # Called with the resolver's converted arguments, as Strawberry calls it.
+    ((scope, kwargs),) = checked
+    assert scope == "full_access"
+    assert kwargs["first"] == 5
+    assert kwargs["status"].name == "OPEN"
+
+
+def test_no_plan_while_the_schema_has_an_extension_plans_would_skip() -> None:
+    class Audit(SchemaExtension):
+        """Stands for any extension that must see every operation."""
+
+    schema = build_schema()
+    document = parse("{ contacts { totalCount } }")
+    assert compile_plan(schema, document, None) is not None
+    audited = SwitchboardSchema(
+        query=schema.query,  # type: ignore[arg-type]
+        extensions=[*schema.extensions, Audit],
+    )
+    assert not extensions_allow_plans(audited)
+    assert compile_plan(audited, document, None) is None

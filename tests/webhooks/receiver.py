@@ -18,6 +18,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.time)  # when it arrived (epoch seconds)
 
     @property
     def json(self) -> Any:

@@ -136,8 +136,8 @@ async def test_typed_errors(client: httpx.AsyncClient, acme: Tenant) -> None:
     webhook = await create(client, acme)
     for variables, code, field in (
         ({"url": "http://10.0.0.1/"}, "invalid_input", "url"),
-        ({"url": None}, "value_error", None),
-        ({"isActive": None}, "value_error", None),
+        ({"url": None}, "value_error", "url"),
+        ({"isActive": None}, "value_error", "isActive"),
     ):
         body = await graphql(
             client, UPDATE, {"id": webhook["id"], "input": variables}, acme.headers
@@ -185,7 +185,7 @@ async def test_isolation(client: httpx.AsyncClient, acme: Tenant, globex: Tenant
     listed = await graphql(client, LIST, {}, acme.headers)
     assert listed["data"]["webhooks"]["totalCount"] == 0
     deliveries = await graphql(client, DELIVERIES, {"webhookId": theirs["id"]}, acme.headers)
-    assert deliveries["data"] is None
+    assert deliveries["data"] == {"webhookDeliveries": None}
     assert deliveries["errors"][0]["extensions"]["code"] == "not_found"
     still = await graphql(client, GET, {"id": theirs["id"]}, globex.headers)
     assert still["data"]["webhook"] == theirs
@@ -239,7 +239,7 @@ async def test_paging_forward_and_back(client: httpx.AsyncClient, acme: Tenant) 
     assert back["pageInfo"]["hasNextPage"] is True
     for variables in ({"first": 0}, {"first": 101}, {"last": 2}, {"after": "not-an-id"}):
         body = await graphql(client, LIST, variables, acme.headers)
-        assert body["data"] is None
+        assert body["data"] == {"webhooks": None}
         assert body["errors"][0]["extensions"]["code"] == "invalid_input", variables
 
 

@@ -29,6 +29,7 @@ BASE = "/api/v1/webhooks"
 PUBLIC_URL = "https://93.184.216.34/hooks"
 SHAPE = {
     "id",
+    "disabled_reason",
     "organization_id",
     "url",
     "secret",

@@ -12,8 +12,13 @@ import pytest
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 
+from app.config import Settings
+from app.events.service import FAN_OUT_ACTOR
+from app.webhooks.delivery import DELIVER_ACTOR
 from tests.conftest import service_unavailable
 from workers.broker import InProcessWorker, build_broker
+from workers.jobs import collect_tasks, declare_actors
+from workers.runtime import JobRuntime
 
 
 def test_without_redis_the_broker_is_in_process() -> None:
@@ -69,3 +74,66 @@ def test_redis_broker_round_trip() -> None:
 @pytest.mark.parametrize("url", [None, ""])
 def test_empty_url_means_in_process(url: str | None) -> None:
     assert isinstance(build_broker(url), StubBroker)
+
+
+def test_the_worker_collects_each_domains_tasks() -> None:
+    tasks = collect_tasks()
+    assert {FAN_OUT_ACTOR, DELIVER_ACTOR} <= set(tasks)
+    fan_out, deliver = tasks[FAN_OUT_ACTOR], tasks[DELIVER_ACTOR]
+    assert (fan_out.queue, fan_out.detached) == ("events", False)
+    assert (deliver.queue, deliver.detached) == ("webhooks", True)
+    assert fan_out.priority < deliver.priority  # a worker takes fan-outs first
+    assert collect_tasks(("app.contacts",)) == {}  # a domain without tasks.py
+
+
+def test_two_domains_may_not_declare_one_job() -> None:
+    with pytest.raises(RuntimeError, match=r"events\.fan_out"):
+        collect_tasks(("app.events", "app.events"))
+
+
+def test_every_task_becomes_an_actor_on_its_queue() -> None:
+    broker = build_broker(None)
+    try:
+        tasks = collect_tasks()
+        actors = declare_actors(broker, JobRuntime(make_settings_for_broker()), tasks)
+        assert {name: actor.queue_name for name, actor in actors.items()} == {
+            name: task.queue for name, task in tasks.items()
+        }
+        assert {name: actor.priority for name, actor in actors.items()} == {
+            name: task.priority for name, task in tasks.items()
+        }
+    finally:
+        broker.close()
+
+
+def make_settings_for_broker() -> Settings:
+    return Settings(database_url="sqlite+aiosqlite:///:memory:", secret_key="x" * 40)
+
+
+def test_switchboard_worker_hands_its_prefetch_to_dramatiq(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through Dramatiq's documented `dramatiq_queue_prefetch` variable; Dramatiq is already
+    imported here, so the worker processes are spawned and read it afresh."""
+    import dramatiq.cli
+
+    from app.cli import build_parser, cmd_worker
+
+    seen: dict[str, object] = {}
+
+    def fake_main(args: object) -> int:
+        seen["args"] = args
+        seen["prefetch"] = os.environ.get("dramatiq_queue_prefetch")  # noqa: SIM112
+        return 0
+
+    monkeypatch.setattr(dramatiq.cli, "main", fake_main)
+    monkeypatch.delenv("dramatiq_queue_prefetch", raising=False)
+    settings = make_settings_for_broker().model_copy(
+        update={"redis_url": "redis://127.0.0.1:1/0", "worker_prefetch": 7}
+    )
+    assert cmd_worker(settings, build_parser().parse_args(["worker", "--threads", "3"])) == 0
+    assert seen["prefetch"] == "7"
+    args = seen["args"]
+    assert getattr(args, "use_spawn", None) is True
+    assert getattr(args, "threads", None) == 3
+    monkeypatch.delenv("dramatiq_queue_prefetch", raising=False)

@@ -17,9 +17,9 @@ import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import dramatiq
 import httpx
@@ -58,21 +58,18 @@ METRICS_DIRNAME = "worker-metrics"
 
 @pytest.fixture(scope="module")
 def redis_url() -> str:
-    """TEST_REDIS_URL's server, on the next lower db number: FLUSHDB there touches no other test."""
+    """TEST_REDIS_URL: the one Redis database these tests may flush."""
     url = os.environ.get("TEST_REDIS_URL")
     if not url or not os.environ.get("TEST_DATABASE_URL"):
         service_unavailable(
             "Redis and PostgreSQL", RuntimeError("TEST_REDIS_URL and TEST_DATABASE_URL not set")
         )
     assert url is not None
-    parts = urlsplit(url)
-    base = int(parts.path.strip("/") or 0)
-    own = urlunsplit(parts._replace(path=f"/{base - 1 if base > 0 else base + 1}"))
     try:
-        redis.Redis.from_url(own).ping()
+        redis.Redis.from_url(url).ping()
     except Exception as exc:
         service_unavailable("Redis", exc)
-    return own
+    return url
 
 
 @pytest.fixture(scope="module")
@@ -92,15 +89,18 @@ def flushable(redis_url: str) -> Iterator[redis.Redis]:
         client.close()
 
 
-@pytest.fixture
-async def stack(
-    database_url: str, redis_url: str, flushable: redis.Redis, tmp_path: Path
+@asynccontextmanager
+async def running_stack(
+    database_url: str, redis_url: str, tmp_path: Path, *, broker_url: str | None = None
 ) -> AsyncIterator[Engine]:
-    """The REST app and the relay of this process on Redis; no worker runs in this process."""
+    """The REST app and the relay of this process on Redis (the relay on `broker_url` when
+    given); no worker runs in this process."""
     settings = engine_settings(database_url, tmp_path, redis_url=redis_url)
     database = create_engine(database_url, pool_size=2)
     sessionmaker = create_sessionmaker(database)
-    broker, _runtime = install_job_engine(settings)
+    broker, _runtime = install_job_engine(
+        settings.model_copy(update={"redis_url": broker_url or redis_url})
+    )
     app = create_app(settings)
     try:
         async with app.router.lifespan_context(app):
@@ -114,6 +114,14 @@ async def stack(
             await session.execute(delete(OutboxJob))
             await session.commit()
         await database.dispose()
+
+
+@pytest.fixture
+async def stack(
+    database_url: str, redis_url: str, flushable: redis.Redis, tmp_path: Path
+) -> AsyncIterator[Engine]:
+    async with running_stack(database_url, redis_url, tmp_path) as engine:
+        yield engine
 
 
 def worker_env(
@@ -133,8 +141,8 @@ def worker_env(
         SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS="2",
         # A run that never settles (a killed worker, or a stop that closes the runtime under
         # running jobs: see test_a_graceful_stop_finishes_the_delivery_in_progress) holds its
-        # job this long; longer than any delivery here (timeout above).
-        SWITCHBOARD_JOB_LEASE_SECONDS="3",
+        # job this long: the shortest lease the settings accept for the timeout above.
+        SWITCHBOARD_JOB_LEASE_SECONDS="4",
         SWITCHBOARD_WORKER_PREFETCH="1",  # the rest waits in Redis, where a flush loses it
         SWITCHBOARD_WORKER_METRICS_PORT=str(free_port()),
     )
@@ -189,6 +197,11 @@ async def test_flushing_redis_mid_way_loses_no_delivery(
         before = {row.id for row in await outbox_rows(stack)}
         contacts += await create_contacts(stack, tenant, 6, 4)
         relayed = {row.id for row in await outbox_rows(stack)} - before
+
+        async def all_relayed() -> bool:  # the relay thread sends them just after commit
+            return relayed <= queued_jobs(flushable)
+
+        await eventually(all_relayed, seconds=5)
         flushed.append(queued_jobs(flushable))
         flushable.flushdb()
         with running_worker(env, log) as worker:
@@ -254,7 +267,8 @@ async def test_a_delivery_whose_worker_is_killed_completes_on_the_next_worker(
         redis_url,
         tmp_path,
         SWITCHBOARD_JOB_LEASE_SECONDS=lease,
-        SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS=20,  # the held request never times out first
+        # The worker is killed as soon as the request arrives, long before this.
+        SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS=2,
     )
     log = tmp_path / "worker.log"
     with running_receiver() as receiver:
@@ -328,11 +342,19 @@ async def test_a_worker_serves_the_figures_of_all_its_processes(
     stack: Engine, database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     tenant = await stack.tenants.organization()
-    env = worker_env(database_url, redis_url, tmp_path)
+    # One thread and one local job per process: a process holds at most two deliveries at a
+    # time, so while they last (0.2 s each) the rest wait in Redis for the other process.
+    env = worker_env(
+        database_url,
+        redis_url,
+        tmp_path,
+        SWITCHBOARD_WORKER_THREADS=1,
+        SWITCHBOARD_WORKER_LOCAL_JOBS=1,
+    )
     count = 10
     pending = {"status": "pending"}
     with running_receiver() as receiver:
-        receiver.default = Answer(200, delay=0.2)  # deliveries last: both processes get some
+        receiver.default = Answer(200, delay=0.2)
         await stack.subscribe(tenant, receiver.url, ["lead.created"])
         with running_worker(env, tmp_path / "worker.log", processes=2) as worker:
             await scraped(worker, lambda text: metric_value(text, OUTBOX, pending) == 0)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from app.db.counters import counter_trigger_ddl, drop_counter_trigger_ddl
+from app.db.counters import legacy_counter_trigger_ddl as counter_trigger_ddl
+from app.db.counters import legacy_drop_counter_trigger_ddl as drop_counter_trigger_ddl
 
 revision = "0002"
 down_revision = "0001"

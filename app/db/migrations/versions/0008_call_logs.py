@@ -12,7 +12,8 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 import app.db.base
-from app.db.counters import counter_trigger_ddl, drop_counter_trigger_ddl
+from app.db.counters import legacy_counter_trigger_ddl as counter_trigger_ddl
+from app.db.counters import legacy_drop_counter_trigger_ddl as drop_counter_trigger_ddl
 
 revision = "0008"
 down_revision = "0007"

@@ -1,0 +1,171 @@
+"""Agent types and fields; each field calls one agents service operation.
+
+`Agent` is the REST list item (the get-agent shape plus agentType, timezone, isActive) and
+organizationId. Inputs mirror the REST bodies field for field, nested objects included, and
+are validated by the same pydantic models, so rules and messages are the same.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import strawberry
+from strawberry.scalars import JSON
+
+from app.agents import service
+from app.agents.schemas import AgentCreate, AgentUpdate, agent_to_list_item
+from app.auth.scopes import Scope
+from app.graphql.pagination import Connection
+from app.graphql.resource import DomainMutations, list_field, node_field
+from app.kit.errors import InvalidInput, NotFound
+
+
+@strawberry.type(description="How the agent speaks and thinks.")
+class AgentConfiguration:
+    language: str = strawberry.field(description="BCP-47 tag, e.g. en-US")
+    voice: str | None = strawberry.field(
+        description="voice_settings.voice_id; null until a voice is set"
+    )
+    model: str
+    temperature: float = strawberry.field(description="0.0 to 1.0")
+
+
+@strawberry.type
+class Agent:
+    id: strawberry.ID
+    organization_id: str
+    name: str
+    agent_type: str = strawberry.field(description="prompt or static")
+    timezone: str
+    status: str = strawberry.field(description="active, inactive or training")
+    is_active: str = strawberry.field(description="active or inactive (a string, as in REST)")
+    description: str | None = strawberry.field(
+        description="The system prompt; null when none is set"
+    )
+    configuration: AgentConfiguration
+    tasks: list[str] = strawberry.field(
+        description="Capability names: book_appointment, custom tool names, "
+        "MCP tools as server.tool (server.* for every tool of a server)"
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+AgentConnection = Connection[Agent]
+
+
+@strawberry.input
+class VoiceSettingsInput:
+    voice_id: str
+    name: str
+    provider: str | None = strawberry.UNSET
+
+
+@strawberry.input
+class BookingConfigInput:
+    booking_enabled: bool | None = strawberry.UNSET
+    provider: str | None = strawberry.UNSET
+    prompt: str | None = strawberry.UNSET
+
+
+@strawberry.input(description="A REST endpoint the agent may call mid-call.")
+class CustomToolInput:
+    name: str
+    description: str
+    url: str
+    method: str | None = strawberry.UNSET
+    parameters: JSON | None = strawberry.UNSET
+
+
+@strawberry.input(description="A Model Context Protocol server whose tools the agent may use.")
+class McpToolInput:
+    name: str
+    url: str
+    transport: str | None = strawberry.UNSET
+    allowed_tools: list[str] | None = strawberry.UNSET
+
+
+@strawberry.input(description="agent_config of REST; fields left out take their defaults.")
+class AgentConfigInput:
+    welcome_message: str | None = strawberry.UNSET
+    system_prompt: str | None = strawberry.UNSET
+    language: str | None = strawberry.UNSET
+    llm_provider: str | None = strawberry.UNSET
+    llm_model: str | None = strawberry.UNSET
+    temperature: float | None = strawberry.UNSET
+    llm_base_url: str | None = strawberry.UNSET
+    voice_settings: VoiceSettingsInput | None = strawberry.UNSET
+    booking_config: BookingConfigInput | None = strawberry.UNSET
+    custom_tools: list[CustomToolInput] | None = strawberry.UNSET
+    mcp_tools: list[McpToolInput] | None = strawberry.UNSET
+
+
+@strawberry.input
+class AgentCreateInput:
+    name: str
+    agent_type: str | None = strawberry.UNSET
+    timezone: str | None = strawberry.UNSET
+    agent_config: AgentConfigInput | None = strawberry.UNSET
+
+
+@strawberry.input(
+    description="Only the fields given change; agentConfig replaces the whole configuration."
+)
+class AgentUpdateInput:
+    name: str | None = strawberry.UNSET
+    timezone: str | None = strawberry.UNSET
+    is_active: str | None = strawberry.UNSET
+    agent_config: AgentConfigInput | None = strawberry.UNSET
+
+
+def as_agent(value: Any) -> Agent:
+    item = agent_to_list_item(value)
+    return Agent(
+        id=strawberry.ID(item["id"]),
+        organization_id=value.organization_id,
+        name=item["name"],
+        agent_type=item["agent_type"],
+        timezone=item["timezone"],
+        status=item["status"],
+        is_active=item["is_active"],
+        description=item["description"],
+        configuration=AgentConfiguration(**item["configuration"]),
+        tasks=item["tasks"],
+        created_at=item["created_at"],
+        updated_at=item["updated_at"],
+    )
+
+
+AGENTS = DomainMutations(
+    "Agent",
+    scope=Scope.AGENTS_WRITE,
+    errors=(InvalidInput, NotFound),
+    node=Agent,
+    as_node=as_agent,
+)
+
+
+@strawberry.type
+class Query:
+    agents = list_field(
+        Scope.AGENTS_READ,
+        service.list_agents,
+        as_agent,
+        Agent,
+    )
+    # Null when none of this organization has the id; an id that is not a UUID is an
+    # `invalid_input` error.
+    agent = node_field(Scope.AGENTS_READ, service.get_agent, as_agent, Agent)
+
+
+@strawberry.type
+class Mutation:
+    # Tool URLs go through the outbound URL guard, whose switch is a setting.
+    create_agent = AGENTS.create_field(
+        AgentCreateInput, AgentCreate, service.create_agent, guards_urls=True
+    )
+    update_agent = AGENTS.update_field(
+        AgentUpdateInput, AgentUpdate, service.update_agent, guards_urls=True
+    )
+    delete_agent = AGENTS.delete_field(service.delete_agent)

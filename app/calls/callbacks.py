@@ -1,0 +1,123 @@
+"""The carrier's callbacks (outside /api/v1): signed with the account's auth token, as
+Twilio signs them (app/integrations/telephony/signature.py), then handed to the same status
+handler the simulator reports through (app/calls/telephony.py `apply_status`)."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.calls import telephony
+from app.config import Settings
+from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
+from app.integrations.telephony.twilio import greeting_twiml
+from app.kit.errors import DomainError
+from app.kit.http_errors import ErrorStyle, error_response, json_response
+from app.resources import Resources
+
+logger = structlog.get_logger("switchboard.calls")
+
+# Carrier callbacks are a few hundred bytes of form fields.
+MAX_CALLBACK_BYTES = 16 * 1024
+
+
+def _signed_url(request: Request, settings: Settings) -> str:
+    """The URL the carrier requested, as it saw it (the public URL behind a proxy)."""
+    if not settings.telephony_public_url:
+        return str(request.url)
+    query = request.url.query
+    base = settings.telephony_public_url.rstrip("/") + request.url.path
+    return f"{base}?{query}" if query else base
+
+
+async def _verified_form(request: Request, settings: Settings) -> list[tuple[str, str]] | None:
+    if not settings.telephony_auth_token:
+        return None
+    body = await request.body()
+    if len(body) > MAX_CALLBACK_BYTES:
+        return None
+    params = parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    signature = request.headers.get(SIGNATURE_HEADER)
+    if not is_valid_signature(
+        settings.telephony_auth_token, _signed_url(request, settings), params, signature
+    ):
+        return None
+    return params
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return None if value is None else max(0, int(value))
+    except ValueError:
+        return None
+
+
+def _cost(value: str | None) -> float | None:
+    try:
+        return None if not value else abs(float(value))
+    except ValueError:
+        return None
+
+
+async def telephony_status(request: Request) -> Response:
+    """A call's progress: 204 when taken (also when it changed nothing), 403 for a bad
+    signature, 404 for a call this account's carrier did not place."""
+    resources: Resources = request.app.state.resources
+    params = await _verified_form(request, resources.settings)
+    if params is None:
+        return json_response({"detail": "Invalid carrier signature"}, 403)
+    form = dict(params)
+    update = telephony.StatusUpdate(
+        call_log_id=request.query_params.get("call_log_id", ""),  # absent for inbound calls
+        call_sid=form.get("CallSid", ""),
+        carrier_status=form.get("CallStatus", ""),
+        duration_seconds=_int(form.get("CallDuration")),
+        recording_url=form.get("RecordingUrl") or None,
+        cost=_cost(form.get("Price") or form.get("CallPrice")),
+    )
+    try:
+        async with resources.session(writes=True) as session:
+            await telephony.apply_status(session, update, livemode=True)
+            await session.commit()
+    except DomainError as exc:
+        return error_response(exc, ErrorStyle.DETAIL)
+    return Response(status_code=204)
+
+
+NOT_IN_SERVICE = "<Response><Say>This number is not in service.</Say><Hangup/></Response>"
+
+
+async def telephony_incoming(request: Request) -> Response:
+    """The carrier asks what to do with a call to one of the service's numbers: the agent
+    assigned to the number answers (TwiML), and the call is logged `inbound`."""
+    resources: Resources = request.app.state.resources
+    params = await _verified_form(request, resources.settings)
+    if params is None:
+        return json_response({"detail": "Invalid carrier signature"}, 403)
+    form = dict(params)
+    incoming = telephony.IncomingCall(
+        call_sid=form.get("CallSid", ""),
+        from_number=form.get("From", ""),
+        to_number=form.get("To", ""),
+    )
+    if not incoming.call_sid:
+        return json_response({"detail": "CallSid is required"}, 400)
+    try:
+        async with resources.session(writes=True) as session:
+            answered = await telephony.receive_call(session, incoming)
+            await session.commit()
+    except DomainError as exc:
+        return error_response(exc, ErrorStyle.DETAIL)
+    if answered is None:
+        return Response(NOT_IN_SERVICE, media_type="text/xml")
+    return Response(greeting_twiml(answered[1]), media_type="text/xml")
+
+
+ROUTES = [
+    Route(telephony.STATUS_PATH, telephony_status, methods=["POST"]),
+    Route(telephony.INCOMING_PATH, telephony_incoming, methods=["POST"]),
+]

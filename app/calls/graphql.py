@@ -1,0 +1,379 @@
+"""Call log types and fields; each field calls one calls service operation.
+
+`callLogs` pages by number like REST's envelope B. Contact.recentCalls (app/contacts/graphql.py)
+goes through `load_recent_calls`, which batches every contact of a response into one query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.dataloader import DataLoader
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from app.agents.graphql import Agent, as_agent
+from app.agents.repository import AgentRepository
+from app.auth.scopes import Scope
+from app.calls import numbers, service, telephony
+from app.calls.schemas import (
+    DEFAULT_PAGE_SIZE,
+    CallDispatch,
+    CallLogListQuery,
+    PhoneNumberAssign,
+    call_log_to_public,
+)
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.graphql.context import Context
+from app.graphql.errors import as_graphql_error, failures
+from app.graphql.pagination import Connection
+from app.graphql.permissions import requires
+from app.graphql.planned import plannable
+from app.graphql.resource import DomainMutations, list_field, node_field
+from app.integrations.telephony.base import END_STATUSES
+from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound, RequestValidationFailed
+from app.kit.jsonutil import dumps, loads
+from app.kit.validation import parse_model
+
+RECENT_CALLS_LOADER = "calls.recent_by_contact"
+
+
+@strawberry.type(description="One turn of a call's transcript.")
+class TranscriptSegment:
+    speaker: str = strawberry.field(description="`agent` or `caller`")
+    text: str
+    timestamp: float = strawberry.field(description="Seconds from the start of the call")
+
+
+def _transcript(root: strawberry.Parent[Any]) -> list[TranscriptSegment]:
+    return [
+        TranscriptSegment(
+            speaker=segment["speaker"], text=segment["text"], timestamp=segment["timestamp"]
+        )
+        for segment in root.transcript or ()
+    ]
+
+
+AGENTS_LOADER = "calls.agents_by_id"
+
+
+def agents_loader(context: Context) -> DataLoader[str, Any]:
+    """One query for the agents of every call log a response shows."""
+
+    async def load(keys: list[str]) -> list[Any]:
+        async with context.db() as session:
+            rows = await AgentRepository(
+                session, context.require_subject().organization_id
+            ).rows_by_ids(keys)
+        return [rows.get(key) for key in keys]
+
+    loader = context.loaders.get(AGENTS_LOADER)
+    if loader is None:
+        loader = context.loaders[AGENTS_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[str, Any], loader)
+
+
+async def _agent(root: strawberry.Parent[Any], info: Info[Context, None]) -> Agent | None:
+    if root.agent_id is None:
+        return None
+    row = await agents_loader(info.context).load(root.agent_id)
+    return None if row is None else as_agent(row)
+
+
+@strawberry.type
+class CallLog:
+    id: strawberry.ID
+    organization_id: str
+    call_id: str = strawberry.field(description="Carrier or gateway session identifier")
+    agent_id: str | None
+    chat_phone_number_id: str | None
+    phone_number_id: str | None
+    contact_id: str | None
+    from_number: str
+    to_number: str
+    direction: str = strawberry.field(description="`inbound` or `outbound`")
+    status: str = strawberry.field(
+        description="`completed`, `in-progress`, `busy`, `failed` or `no-answer`"
+    )
+    duration_seconds: int
+    started_at: datetime
+    ended_at: datetime | None
+    recording_url: str | None
+    transcript: list[TranscriptSegment] = strawberry.field(resolver=_transcript)
+    agent: Agent | None = strawberry.field(
+        resolver=_agent,
+        extensions=requires(Scope.AGENTS_READ),
+        description="The agent of the call; null once deleted (needs agents:read)",
+    )
+    summary: str | None
+    cost: float = strawberry.field(description="USD")
+    livemode: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@strawberry.type(description="A numbered page of call logs, as REST's envelope B.")
+class CallLogPage:
+    total: int = strawberry.field(description="Call logs matching the filters, on all pages")
+    page: int
+    page_size: int
+    items: list[CallLog]
+
+
+def as_call_log(value: Any) -> CallLog:
+    # Rows carry the same attributes as the type; no copy is needed.
+    return cast(CallLog, value)
+
+
+def _invalid_argument(exc: RequestValidationFailed) -> GraphQLError:
+    """The first refused argument, named as in the schema (pageSize), with pydantic's reason."""
+    first = failures(exc)[0]
+    return GraphQLError(
+        f"{first.field}: {first.message}" if first.field else first.message,
+        extensions={"code": "invalid_input", "field": first.field},
+    )
+
+
+def recent_calls_loader(context: Context) -> DataLoader[tuple[str, int], list[CallLog]]:
+    """One query for the recent calls of every contact a response shows (keys: id, limit)."""
+
+    async def load(keys: list[tuple[str, int]]) -> list[list[CallLog]]:
+        # Aliases may ask different limits: fetch the largest for all, then cut per key.
+        largest = max(limit for _contact_id, limit in keys)
+        async with context.db() as session:
+            by_contact = await service.recent_calls_by_contact(
+                session,
+                context.require_subject(),
+                [contact_id for contact_id, _limit in keys],
+                largest,
+            )
+        return [
+            [as_call_log(row) for row in by_contact.get(contact_id, [])[:limit]]
+            for contact_id, limit in keys
+        ]
+
+    loader = context.loaders.get(RECENT_CALLS_LOADER)
+    if loader is None:
+        loader = context.loaders[RECENT_CALLS_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[tuple[str, int], list[CallLog]], loader)
+
+
+async def load_recent_calls(context: Context, contact_id: str, limit: int) -> list[CallLog]:
+    try:
+        service.check_recent_calls_limit(limit)
+    except DomainError as exc:
+        raise as_graphql_error(exc) from exc
+    return await recent_calls_loader(context).load((contact_id, limit))
+
+
+@strawberry.type(description="A number whose incoming calls an agent answers.")
+class PhoneNumber:
+    id: strawberry.ID
+    organization_id: str
+    agent_id: str
+    phone_number: str = strawberry.field(description="E.164")
+    livemode: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+PhoneNumberConnection = Connection[PhoneNumber]
+
+
+def as_phone_number(value: Any) -> PhoneNumber:
+    return cast(PhoneNumber, value)
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(extensions=requires(Scope.CALLS_READ))
+    @plannable
+    async def call_logs(
+        self,
+        info: Info[Context, None],
+        page: int = 1,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        direction: str | None = None,
+        status: str | None = None,
+        search: str | None = None,
+    ) -> CallLogPage | None:
+        context = info.context
+        arguments = {
+            "page": page,
+            "page_size": page_size,
+            "direction": direction,
+            "status": status,
+            "search": search,
+        }
+        try:
+            query = parse_model(CallLogListQuery, arguments, "input")
+            async with context.db() as session:
+                result = await service.list_call_logs(session, context.require_subject(), query)
+        except RequestValidationFailed as exc:
+            raise _invalid_argument(exc) from exc
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        return CallLogPage(
+            total=result.total,
+            page=query.page,
+            page_size=query.page_size,
+            items=[as_call_log(row) for row in result.items],
+        )
+
+    call_log = node_field(Scope.CALLS_READ, service.get_call_log, as_call_log, CallLog)
+    phone_numbers = list_field(
+        Scope.AGENTS_READ,
+        numbers.list_phone_numbers,
+        as_phone_number,
+        PhoneNumber,
+        description="Which agent answers each number's incoming calls",
+    )
+
+
+@strawberry.input(description="POST /api/v1/calls: an outbound call placed by an agent.")
+class DispatchCallInput:
+    agent_id: strawberry.ID
+    to_number: str = strawberry.field(description="E.164")
+    from_number: str | None = strawberry.field(
+        default=strawberry.UNSET, description="E.164; test-mode calls default to +15005550006"
+    )
+    metadata: JSON | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="Free-form; `script` (caller lines) drives a test-mode call's caller",
+    )
+
+
+CALLS = DomainMutations(
+    "Call",
+    scope=Scope.CALLS_DISPATCH,
+    errors=(InvalidInput, NotFound),
+    node=CallLog,
+    as_node=as_call_log,
+    node_field="call_log",
+)
+
+
+@strawberry.input(description="POST /api/v1/phone-numbers")
+class AssignPhoneNumberInput:
+    phone_number: str = strawberry.field(description="E.164")
+    agent_id: strawberry.ID
+
+
+PHONE_NUMBERS = DomainMutations(
+    "PhoneNumber",
+    scope=Scope.AGENTS_WRITE,
+    errors=(InvalidInput, NotFound, Conflict),
+    node=PhoneNumber,
+    as_node=as_phone_number,
+)
+
+
+@strawberry.type
+class Mutation:
+    assign_phone_number = PHONE_NUMBERS.create_field(
+        AssignPhoneNumberInput, PhoneNumberAssign, numbers.assign_phone_number
+    )
+    unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
+    dispatch_call = CALLS.create_field(
+        DispatchCallInput,
+        CallDispatch,
+        telephony.dispatch_call,
+        description="Log an outbound call (in-progress) and place it: test keys on the "
+        "simulator, live keys with the carrier.",
+    )
+
+
+# A call's events on the organization's stream (app/events/stream.py).
+CALL_EVENT_TYPES = frozenset(
+    {"call.started", "ai.reply.generated", "ai.tool.executed", "agent.handoff", "call.completed"}
+)
+# The stream is best effort: while nothing arrives, the call is read again this often, so a
+# completion the stream missed still ends the subscription.
+PROGRESS_RECHECK_SECONDS = 2.0
+
+
+@strawberry.type(description="One step of a call as it happens.")
+class CallProgress:
+    type: str = strawberry.field(
+        description="`snapshot` (the call as it is, first and after a missed step), then "
+        "call.started, ai.reply.generated, ai.tool.executed, agent.handoff, call.completed"
+    )
+    status: str = strawberry.field(description="The call's status after this step")
+    data: JSON = strawberry.field(
+        description="The event's data; the call log for snapshot and call.* steps"
+    )
+
+
+def row_id(progress: CallProgress) -> str:
+    return str(cast(dict[str, Any], progress.data)["id"])
+
+
+async def _snapshot(context: SocketContext, call_log_id: str) -> CallProgress:
+    async with context.db() as session:
+        row = await service.get_call_log(session, context.require_subject(), call_log_id)
+    data = loads(dumps(call_log_to_public(row)))  # datetimes as the event JSON has them
+    return CallProgress(type="snapshot", status=row.status, data=data)
+
+
+async def _progress(
+    context: SocketContext, call_log_id: str, first: CallProgress
+) -> AsyncGenerator[CallProgress, None]:
+    subject = context.require_subject()
+    yield first
+    if first.status in END_STATUSES:
+        return
+    stream: AsyncIterator[dict[str, Any]] = context.resources.event_stream.subscribe(
+        subject.organization_id
+    )
+    status = first.status
+    try:
+        while True:
+            try:
+                body = await asyncio.wait_for(anext(stream), PROGRESS_RECHECK_SECONDS)
+            except TimeoutError:
+                snapshot = await _snapshot(context, call_log_id)
+                if snapshot.status in END_STATUSES:
+                    yield snapshot
+                    return
+                continue
+            data: dict[str, Any] = body.get("data") or {}
+            if (
+                body.get("livemode") is not subject.livemode
+                or body.get("type") not in CALL_EVENT_TYPES
+                or call_log_id not in (data.get("id"), data.get("call_log_id"))
+            ):
+                continue
+            await context.recheck()
+            if body["type"].startswith("call."):
+                status = data["status"]
+            yield CallProgress(type=body["type"], status=status, data=cast(JSON, data))
+            if body["type"] == "call.completed":
+                return
+    finally:
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        extensions=requires(Scope.CALLS_READ),
+        description="A call's steps as they happen, from its current state until it ends.",
+    )
+    async def call_progress(
+        self, info: Info[Context, None], id: strawberry.ID
+    ) -> AsyncGenerator[CallProgress, None]:
+        # Not a generator itself: an unknown id is refused before the subscription starts.
+        context = info.context
+        if not isinstance(context, SocketContext):
+            raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
+        try:
+            first = await _snapshot(context, id)
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        return _progress(context, row_id(first), first)

@@ -1,0 +1,220 @@
+"""The calls domain's jobs: place a call with its carrier, play a test-mode call out on the
+simulator, and collect a live call's price and recording once it ended.
+
+Carrier requests are made outside any transaction; each job writes in one short transaction
+at the end and settles itself there. A placement that fails for a reason that may pass
+(timeout, the carrier's 5xx) raises and is retried by the job engine; a refusal (4xx) ends
+the call `failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from app.agents.models import Agent
+from app.calls import conversation, telephony
+from app.calls.knowledge import agent_subject, knowledge_lookup
+from app.calls.llm import chat_reply
+from app.calls.models import CallLog
+from app.calls.tools import ToolCaller
+from app.config import Settings
+from app.integrations.telephony.base import CallPlacement, Carrier, CarrierError
+from app.integrations.telephony.simulator import ANSWERED, SimulatedCarrier, simulated_outcome
+from app.integrations.telephony.twilio import TwilioCarrier
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.errors import NotFound
+from app.kit.jobs import JobContext, Task
+
+logger = structlog.get_logger("switchboard.calls")
+
+SIMULATED_CARRIER = SimulatedCarrier()
+
+
+class LiveCarrier:
+    """The process's real carrier client, or None while the carrier is not configured."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.client: TwilioCarrier | None = None
+        if settings.telephony_account_sid and settings.telephony_auth_token:
+            self.client = TwilioCarrier(
+                settings.telephony_api_url,
+                settings.telephony_account_sid,
+                settings.telephony_auth_token,
+                timeout=settings.telephony_timeout_seconds,
+            )
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+
+def tool_caller(settings: Settings) -> ToolCaller:
+    return ToolCaller(
+        allow_private=settings.allow_private_webhook_urls,
+        timeout=settings.agent_tool_timeout_seconds,
+    )
+
+
+async def _load(job: JobContext, call_log_id: str) -> tuple[CallLog, Agent | None] | None:
+    async with job.runtime.resources.session(writes=False) as session:
+        call_log = await session.get(CallLog, call_log_id)
+        if call_log is None:
+            return None
+        agent = await session.get(Agent, call_log.agent_id) if call_log.agent_id else None
+        if agent is not None and agent.organization_id != call_log.organization_id:
+            agent = None
+        return call_log, agent
+
+
+async def _finish_with(job: JobContext, update: telephony.StatusUpdate, livemode: bool) -> None:
+    async with job.runtime.resources.session(writes=True) as session:
+        try:
+            await telephony.apply_status(session, update, livemode=livemode)
+        except NotFound:  # deleted meanwhile (its organization went): nothing left to do
+            logger.info("call log gone before its status", call_log_id=update.call_log_id)
+        await job.settle(session, None)
+        await session.commit()
+
+
+async def place_call(job: JobContext) -> datetime | None:
+    call_log_id, script = job.args
+    loaded = await _load(job, call_log_id)
+    if loaded is None:
+        return None
+    call_log, agent = loaded
+    if telephony.is_placed(call_log) or call_log.status != telephony.IN_PROGRESS:
+        return None  # a second run after the first recorded the placement
+    settings = job.runtime.settings
+    carrier: Carrier = SIMULATED_CARRIER
+    if call_log.livemode:
+        live = job.runtime.shared(LiveCarrier).client
+        if live is None or not settings.telephony_public_url:
+            logger.warning("live call with no carrier configured", call_log_id=call_log_id)
+            await _finish_with(
+                job, telephony.StatusUpdate(call_log_id, call_log.call_id, "failed"), True
+            )
+            return None
+        carrier = live
+    config = agent.config if agent is not None else {}
+    placement = CallPlacement(
+        to_number=call_log.to_number,
+        from_number=call_log.from_number,
+        status_callback_url=telephony.status_callback_url(
+            settings.telephony_public_url or "", call_log_id
+        ),
+        greeting=config.get("welcome_message") or "Hello.",
+    )
+    try:
+        placed = await carrier.create_call(placement)
+    except CarrierError as exc:
+        if exc.retryable:
+            raise
+        logger.warning("carrier refused a call", call_log_id=call_log_id, reason=exc.message)
+        await _finish_with(
+            job,
+            telephony.StatusUpdate(call_log_id, call_log.call_id, "failed"),
+            call_log.livemode,
+        )
+        return None
+    async with job.runtime.resources.session(writes=True) as session:
+        await telephony.record_carrier_sid(session, call_log_id, placed.sid)
+        if not call_log.livemode:
+            outbox.schedule(
+                session,
+                telephony.SIMULATE_ACTOR,
+                call_log_id,
+                placed.sid,
+                script,
+                queue=telephony.CALLS_QUEUE,
+            )
+        await job.settle(session, None)
+        await session.commit()
+    return None
+
+
+async def simulate_call(job: JobContext) -> datetime | None:
+    call_log_id, sid, script = job.args
+    loaded = await _load(job, call_log_id)
+    if loaded is None:
+        return None
+    call_log, agent = loaded
+    outcome = simulated_outcome(call_log.to_number)
+    if outcome != ANSWERED:
+        await _finish_with(job, telephony.StatusUpdate(call_log_id, sid, outcome), False)
+        return None
+    agent_view: dict[str, Any] = (
+        {"name": agent.name, "config": agent.config}
+        if agent is not None
+        else {"name": "The agent", "config": {}}
+    )
+    resources = job.runtime.resources
+    caller = job.runtime.shared(tool_caller)
+    config = agent_view["config"]
+    replier: conversation.Replier | None = None
+    if config.get("llm_base_url"):
+
+        async def replier(question: str, passages: Sequence[conversation.Passage]) -> str | None:
+            return await chat_reply(caller, config, question, passages)
+
+    reader = agent_subject(call_log.organization_id, call_log.agent_id, call_log.livemode)
+    played = await conversation.simulate(
+        agent=agent_view,
+        script=script,
+        lookup=lambda question: knowledge_lookup(resources, reader, question),
+        run_tool=caller,
+        call={"call_log_id": call_log_id, "call_id": sid, "agent_id": call_log.agent_id},
+        reply=replier,
+    )
+    update = telephony.StatusUpdate(
+        call_log_id,
+        sid,
+        "completed",
+        duration_seconds=played.duration_seconds,
+        cost=0.0,
+        transcript=played.transcript,
+        summary=conversation.summarize(agent_view["name"], played),
+        events=played.events,
+    )
+    await _finish_with(job, update, False)
+    return None
+
+
+async def fetch_details(job: JobContext) -> datetime | None:
+    (call_log_id,) = job.args
+    loaded = await _load(job, call_log_id)
+    if loaded is None:
+        return None
+    call_log, _agent = loaded
+    carrier = job.runtime.shared(LiveCarrier).client
+    if carrier is None or not call_log.livemode:
+        return None
+    details = await carrier.fetch_call(call_log.call_id)
+    async with job.runtime.resources.session(writes=True) as session:
+        entity = await session.get(CallLog, call_log_id)
+        if entity is not None:
+            await telephony.record_details(
+                session,
+                entity,
+                cost=details.cost,
+                recording_url=details.recording_url,
+                duration_seconds=details.duration_seconds,
+            )
+        again = None
+        ended_at = call_log.ended_at or utcnow()
+        if details.cost is None and utcnow() < ended_at + telephony.DETAILS_WINDOW:
+            again = utcnow() + telephony.DETAILS_RETRY  # the carrier prices calls a bit later
+        await job.settle(session, again)
+        await session.commit()
+    return None
+
+
+TASKS = (
+    Task(telephony.PLACE_ACTOR, telephony.CALLS_QUEUE, place_call),
+    Task(telephony.SIMULATE_ACTOR, telephony.CALLS_QUEUE, simulate_call),
+    Task(telephony.FETCH_DETAILS_ACTOR, telephony.CALLS_QUEUE, fetch_details),
+)

@@ -1,0 +1,242 @@
+"""Calls placed and followed through the carrier: dispatch, the status handler both carriers
+report through, and the steps the calls jobs (app/calls/tasks.py) take.
+
+A dispatched call is logged `in-progress` at once under a gateway id (`sb_…`); the place job
+hands it to the carrier (the simulator for test mode, the real client for live mode) and
+records the carrier's call SID. From then on only `apply_status` moves the call, forward
+only: once a call has ended, no callback moves it again.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agents.repository import AgentRepository
+from app.agents.schemas import ACTIVE
+from app.agents.service import INVALID_ID_MESSAGE
+from app.auth.subject import Subject
+from app.calls.models import CallLog
+from app.calls.repository import (
+    CallLogRepository,
+    assignment_for_number,
+    call_log_by_call_id,
+    call_log_for_carrier,
+)
+from app.calls.schemas import CallDispatch, call_log_to_public
+from app.events.service import emit
+from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.errors import InvalidInput, NotFound
+from app.kit.ids import normalize_id
+from app.kit.phone import to_e164
+
+CALLS_QUEUE = "calls"
+PLACE_ACTOR = "calls.place"
+SIMULATE_ACTOR = "calls.simulate"
+FETCH_DETAILS_ACTOR = "calls.fetch_details"
+CALL_STARTED = "call.started"
+CALL_COMPLETED = "call.completed"
+GATEWAY_ID_PREFIX = "sb_"
+IN_PROGRESS = "in-progress"
+# The caller id of a test-mode call when none is given (the carrier's valid test number).
+TEST_FROM_NUMBER = "+15005550006"
+STATUS_PATH = "/webhooks/telephony/status"
+INCOMING_PATH = "/webhooks/telephony/incoming"
+# How long after a live call ended its price and recording are still asked for.
+DETAILS_WINDOW = timedelta(hours=1)
+DETAILS_RETRY = timedelta(minutes=1)
+
+
+def is_placed(call_log: CallLog) -> bool:
+    return not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
+
+
+async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispatch) -> CallLog:
+    """Log an outbound call of one of the organization's active agents and queue its
+    placement; `call.started` is emitted in the same transaction."""
+    agent_id = normalize_id(data.agent_id.strip())
+    if agent_id is None:
+        raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
+    agent = await AgentRepository(session, subject.organization_id).get_row(agent_id)
+    if agent is None:
+        raise NotFound("Agent")
+    if agent.status != ACTIVE:
+        raise InvalidInput(f"Agent is not active (status: {agent.status})", field="agent_id")
+    to_number = to_e164(data.to_number, "to_number")
+    if data.from_number is not None:
+        from_number = to_e164(data.from_number, "from_number")
+    elif not subject.livemode:
+        from_number = TEST_FROM_NUMBER
+    else:
+        raise InvalidInput("from_number is required for live calls", field="from_number")
+    now = utcnow()
+    call_log = CallLog(
+        organization_id=subject.organization_id,
+        livemode=subject.livemode,
+        call_id=GATEWAY_ID_PREFIX + secrets.token_hex(16),
+        agent_id=agent.id,
+        from_number=from_number,
+        to_number=to_number,
+        direction="outbound",
+        status=IN_PROGRESS,
+        duration_seconds=0,
+        started_at=now,
+        transcript=[],
+        cost=0.0,
+    )
+    CallLogRepository(session, subject.organization_id).add(call_log)
+    await session.flush()
+    await emit(session, call_log, CALL_STARTED, call_log_to_public(call_log))
+    outbox.schedule(session, PLACE_ACTOR, call_log.id, data.script(), queue=CALLS_QUEUE)
+    return call_log
+
+
+def status_callback_url(public_url: str, call_log_id: str) -> str:
+    """Where the carrier reports the call's progress; the id makes the lookup independent
+    of when the carrier's SID is recorded (a callback may come first)."""
+    return f"{public_url.rstrip('/')}{STATUS_PATH}?{urlencode({'call_log_id': call_log_id})}"
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """One progress report about a call, from the carrier's callback or the simulator."""
+
+    call_log_id: str
+    call_sid: str
+    carrier_status: str
+    duration_seconds: int | None = None
+    recording_url: str | None = None
+    cost: float | None = None
+    # Only the simulator knows what was said.
+    transcript: list[dict[str, Any]] | None = None
+    summary: str | None = None
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusOutcome:
+    call_log: CallLog
+    ended: bool  # this update ended the call
+
+
+async def apply_status(
+    session: AsyncSession, update_: StatusUpdate, *, livemode: bool
+) -> StatusOutcome:
+    """Move the call forward by one report. Reports about a call that already ended change
+    nothing (callbacks arrive out of order and more than once); `livemode` must match the
+    call's, so the real carrier's callbacks never touch a test-mode call and back."""
+    status = CARRIER_STATUS_TO_CALL_STATUS.get(update_.carrier_status)
+    if status is None:
+        raise InvalidInput(f"Unknown call status: {update_.carrier_status}", field="CallStatus")
+    if update_.call_log_id:
+        call_log = await call_log_for_carrier(session, update_.call_log_id)
+    else:  # an inbound call: the number's callback names the carrier's SID only
+        call_log = (
+            await call_log_by_call_id(session, update_.call_sid) if update_.call_sid else None
+        )
+    if call_log is None or call_log.livemode != livemode:
+        raise NotFound("Call log")
+    if is_placed(call_log) and call_log.call_id != update_.call_sid:
+        raise NotFound("Call log")
+    if not is_placed(call_log):
+        call_log.call_id = update_.call_sid
+    if call_log.status in END_STATUSES or status not in END_STATUSES:
+        await session.flush()
+        return StatusOutcome(call_log, ended=False)
+    ended_at = utcnow()
+    call_log.status = status
+    call_log.duration_seconds = update_.duration_seconds or 0
+    call_log.ended_at = max(ended_at, call_log.started_at)
+    if update_.recording_url:
+        call_log.recording_url = update_.recording_url
+    if update_.cost is not None:
+        call_log.cost = update_.cost
+    if update_.transcript is not None:
+        call_log.transcript = update_.transcript
+    if update_.summary is not None:
+        call_log.summary = update_.summary
+    await session.flush()
+    for event_type, data in update_.events:
+        await emit(session, call_log, event_type, data)
+    await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
+    if call_log.livemode and status == "completed":
+        outbox.schedule(session, FETCH_DETAILS_ACTOR, call_log.id, queue=CALLS_QUEUE)
+    return StatusOutcome(call_log, ended=True)
+
+
+async def record_carrier_sid(session: AsyncSession, call_log_id: str, sid: str) -> bool:
+    """The carrier accepted the call as `sid`; false when a callback already recorded it."""
+    result = await session.execute(
+        update(CallLog)
+        .where(CallLog.id == call_log_id, CallLog.call_id.startswith(GATEWAY_ID_PREFIX))
+        .values(call_id=sid, updated_at=utcnow())
+    )
+    return bool(getattr(result, "rowcount", 0))
+
+
+async def record_details(
+    session: AsyncSession,
+    call_log: CallLog,
+    *,
+    cost: float | None,
+    recording_url: str | None,
+    duration_seconds: int | None,
+) -> None:
+    """Figures the carrier publishes after a call ended (price, recording)."""
+    if cost is not None:
+        call_log.cost = cost
+    if recording_url and not call_log.recording_url:
+        call_log.recording_url = recording_url
+    if duration_seconds and not call_log.duration_seconds:
+        call_log.duration_seconds = duration_seconds
+    await session.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingCall:
+    call_sid: str
+    from_number: str
+    to_number: str
+
+
+async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[CallLog, str] | None:
+    """Log an incoming live call for the agent assigned to the number called, and return
+    it with the agent's greeting; None when no active agent answers that number. The
+    carrier may send the same call twice: the second time the first log is returned."""
+    to_number = to_e164(incoming.to_number, "To")
+    assignment = await assignment_for_number(session, to_number)
+    if assignment is None or not assignment.livemode:
+        return None
+    agent = await AgentRepository(session, assignment.organization_id).get(assignment.agent_id)
+    if agent is None or agent.status != ACTIVE:
+        return None
+    greeting = agent.config.get("welcome_message") or f"Hello, this is {agent.name}."
+    existing = await call_log_by_call_id(session, incoming.call_sid)
+    if existing is not None:
+        return existing, greeting
+    call_log = CallLog(
+        organization_id=assignment.organization_id,
+        livemode=True,
+        call_id=incoming.call_sid,
+        agent_id=agent.id,
+        from_number=to_e164(incoming.from_number, "From"),
+        to_number=to_number,
+        direction="inbound",
+        status=IN_PROGRESS,
+        duration_seconds=0,
+        started_at=utcnow(),
+        transcript=[],
+        cost=0.0,
+    )
+    CallLogRepository(session, assignment.organization_id).add(call_log)
+    await session.flush()
+    await emit(session, call_log, CALL_STARTED, call_log_to_public(call_log))
+    return call_log, greeting

@@ -1,0 +1,148 @@
+"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes.
+Every route requires `campaigns:manage`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.responses import Response
+
+from app.auth.scopes import Scope
+from app.auth.subject import Subject
+from app.campaigns import service
+from app.campaigns.schemas import (
+    CampaignCreate,
+    CampaignPageQuery,
+    CampaignResponse,
+    CampaignUpdate,
+    campaign_to_public,
+)
+from app.kit.pagination import PageParams, envelope_a
+from rest_compat.endpoint import Handler, Operation, RequestContext, json_response
+
+
+async def create_campaign(ctx: RequestContext) -> Response:
+    campaign = await service.create_campaign(ctx.session, ctx.subject, ctx.body(CampaignCreate))
+    return json_response(campaign_to_public(campaign), status_code=201)
+
+
+async def list_campaigns(ctx: RequestContext) -> Response:
+    query = ctx.query(CampaignPageQuery)
+    page = await service.list_campaigns(
+        ctx.session, ctx.subject, PageParams(query.page, query.limit), query.status_filter
+    )
+    return json_response(envelope_a([campaign_to_public(row) for row in page.items], page))
+
+
+async def get_campaign(ctx: RequestContext) -> Response:
+    row = await service.get_campaign(ctx.session, ctx.subject, ctx.path_param("campaign_id"))
+    return json_response(campaign_to_public(row))
+
+
+async def update_campaign(ctx: RequestContext) -> Response:
+    campaign = await service.update_campaign(
+        ctx.session, ctx.subject, ctx.path_param("campaign_id"), ctx.body(CampaignUpdate)
+    )
+    return json_response(campaign_to_public(campaign))
+
+
+async def delete_campaign(ctx: RequestContext) -> Response:
+    await service.delete_campaign(ctx.session, ctx.subject, ctx.path_param("campaign_id"))
+    return Response(status_code=204)
+
+
+Move = Callable[[AsyncSession, Subject, str], Awaitable[Any]]
+
+
+def _move(name: str, move: Move) -> Handler:
+    async def handle(ctx: RequestContext) -> Response:
+        campaign = await move(ctx.session, ctx.subject, ctx.path_param("campaign_id"))
+        return json_response(campaign_to_public(campaign))
+
+    handle.__name__ = f"{name}_campaign"  # the OpenAPI operationId, unique per route
+    return handle
+
+
+_TAG = "campaigns"
+
+
+def _action(name: str, move: Move, summary: str) -> Operation:
+    return Operation(
+        "POST",
+        f"/campaigns/{{campaign_id}}/{name}",
+        _move(name, move),
+        Scope.CAMPAIGNS_MANAGE,
+        summary,
+        _TAG,
+        response_model=CampaignResponse,
+        errors=(400, 403, 404),
+    )
+
+
+OPERATIONS = (
+    Operation(
+        "POST",
+        "/campaigns",
+        create_campaign,
+        Scope.CAMPAIGNS_MANAGE,
+        "Create a campaign (draft)",
+        _TAG,
+        status_code=201,
+        request_model=CampaignCreate,
+        response_model=CampaignResponse,
+        errors=(400, 403, 422),
+    ),
+    Operation(
+        "GET",
+        "/campaigns",
+        list_campaigns,
+        Scope.CAMPAIGNS_MANAGE,
+        "List campaigns (newest first; test keys see test-mode campaigns only)",
+        _TAG,
+        query_model=CampaignPageQuery,
+        response_model=CampaignResponse,
+        envelope="A",
+        errors=(422,),
+    ),
+    Operation(
+        "GET",
+        "/campaigns/{campaign_id}",
+        get_campaign,
+        Scope.CAMPAIGNS_MANAGE,
+        "Get a campaign",
+        _TAG,
+        response_model=CampaignResponse,
+        errors=(404,),
+    ),
+    Operation(
+        "PUT",
+        "/campaigns/{campaign_id}",
+        update_campaign,
+        Scope.CAMPAIGNS_MANAGE,
+        "Update a draft campaign",
+        _TAG,
+        request_model=CampaignUpdate,
+        response_model=CampaignResponse,
+        errors=(400, 403, 404, 422),
+    ),
+    Operation(
+        "DELETE",
+        "/campaigns/{campaign_id}",
+        delete_campaign,
+        Scope.CAMPAIGNS_MANAGE,
+        "Delete a draft, completed or cancelled campaign",
+        _TAG,
+        status_code=204,
+        errors=(400, 404),
+    ),
+    _action(
+        "launch",
+        service.launch_campaign,
+        "Launch a draft: resolve its audience, then schedule it or start sending",
+    ),
+    _action("pause", service.pause_campaign, "Pause a scheduled or sending campaign"),
+    _action("resume", service.resume_campaign, "Resume a paused campaign"),
+    _action("cancel", service.cancel_campaign, "Cancel a scheduled, sending or paused campaign"),
+)

@@ -1,0 +1,162 @@
+"""Campaign inputs shared by REST and GraphQL, and the public (REST) shape."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+
+from app.campaigns.models import AudienceType
+from app.kit.pagination import MAX_LIMIT
+
+MAX_AUDIENCE_TAGS = 50
+MAX_MANUAL_CONTACTS = 10_000
+MAX_PARAMETERS = 20
+# Bounds the offset a page number makes to what every database's integers hold.
+MAX_PAGE = 2**31 - 1
+
+# A positional variable number (1, 2…), in ASCII digits.
+POSITION = re.compile(r"^[0-9]*[1-9][0-9]*$")
+# A reference to a contact field inside a parameter value.
+CONTACT_REFERENCE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_FIELD = re.compile(r"^contact\.(name|phone_number|custom_fields\.[A-Za-z0-9_\-]{1,100})$")
+
+
+def _check_parameters(value: dict[str, str] | None) -> dict[str, str] | None:
+    if value is None:
+        return None
+    for key, text in value.items():
+        if not POSITION.fullmatch(key):
+            raise ValueError(
+                f"parameter names are positional variable numbers (1, 2…), not {key!r}"
+            )
+        for reference in CONTACT_REFERENCE.findall(text):
+            if not _FIELD.match(reference):
+                raise ValueError(
+                    f"{{{{{reference}}}}} is not a contact field; use {{{{contact.name}}}}, "
+                    "{{contact.phone_number}} or {{contact.custom_fields.KEY}}"
+                )
+    return value
+
+
+def _as_utc(value: datetime | None) -> datetime | None:
+    """A time without an offset is read as UTC (the spec's `scheduled_at` is a UTC time)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+ScheduledAt = Annotated[datetime | None, AfterValidator(_as_utc)]
+TemplateParameters = Annotated[
+    Annotated[
+        dict[str, Annotated[str, StringConstraints(max_length=1024)]],
+        WithJsonSchema(
+            {
+                "type": "object",
+                "maxProperties": MAX_PARAMETERS,
+                "propertyNames": {"pattern": POSITION.pattern},
+                "additionalProperties": {"type": "string", "maxLength": 1024},
+            }
+        ),
+    ]
+    | None,
+    Field(default=None, max_length=MAX_PARAMETERS),
+    AfterValidator(_check_parameters),
+]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+
+
+class CampaignCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    chat_phone_number_id: UUID
+    message_template_id: UUID
+    audience_type: AudienceType
+    audience_tags: list[Tag] | None = Field(default=None, max_length=MAX_AUDIENCE_TAGS)
+    audience_contact_ids: list[UUID] | None = Field(default=None, max_length=MAX_MANUAL_CONTACTS)
+    scheduled_at: ScheduledAt = None
+    template_parameters: TemplateParameters = None
+
+
+class CampaignUpdate(BaseModel):
+    """Every field optional; only the fields sent change (a draft only)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    chat_phone_number_id: UUID | None = None
+    message_template_id: UUID | None = None
+    audience_type: AudienceType | None = None
+    audience_tags: list[Tag] | None = Field(default=None, max_length=MAX_AUDIENCE_TAGS)
+    audience_contact_ids: list[UUID] | None = Field(default=None, max_length=MAX_MANUAL_CONTACTS)
+    scheduled_at: ScheduledAt = None
+    template_parameters: TemplateParameters = None
+
+
+class StatusFilter(StrEnum):
+    ALL = "all"
+    DRAFT = "draft"
+    SCHEDULED = "scheduled"
+    SENDING = "sending"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class CampaignPageQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    status_filter: StatusFilter = StatusFilter.ALL
+    limit: int = Field(default=MAX_LIMIT, ge=1, le=MAX_LIMIT)
+    page: int = Field(default=1, ge=1, le=MAX_PAGE)
+
+
+class CampaignResponse(BaseModel):
+    id: str
+    organization_id: str
+    name: str
+    chat_phone_number_id: str
+    message_template_id: str | None
+    audience_type: str
+    audience_tags: list[str] | None
+    audience_contact_ids: list[str] | None
+    template_parameters: dict[str, str] | None
+    scheduled_at: datetime | None
+    status: str
+    total_contacts_count: int
+    sent_count: int
+    delivered_count: int
+    read_count: int
+    failed_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+def campaign_to_public(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "organization_id": row.organization_id,
+        "name": row.name,
+        "chat_phone_number_id": row.chat_phone_number_id,
+        "message_template_id": row.message_template_id,
+        "audience_type": row.audience_type,
+        "audience_tags": row.audience_tags,
+        "audience_contact_ids": row.audience_contact_ids,
+        "template_parameters": row.template_parameters,
+        "scheduled_at": row.scheduled_at,
+        "status": row.status,
+        "total_contacts_count": row.total_contacts_count,
+        "sent_count": row.sent_count,
+        "delivered_count": row.delivered_count,
+        "read_count": row.read_count,
+        "failed_count": row.failed_count,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }

@@ -1,0 +1,592 @@
+"""Campaign operations: the resolvers REST and GraphQL both call, the dispatch run, and the
+platform's status callbacks for campaign messages.
+
+Lifecycle (the seed's table plus CONTRACT §3): a create stores a `draft`; a launch resolves
+the audience into the recipient ledger (`campaign_recipients`) and moves to `scheduled` (a
+dispatch job due at `scheduled_at`) or `sending` (a dispatch job due now). Pause and cancel
+stop dispatch between batches; resume re-schedules. The counters are always recomputed from
+the ledger, and a `sending` campaign whose every recipient is sent or failed is `completed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.subject import Subject
+from app.campaigns import repository as ledger
+from app.campaigns.models import (
+    AudienceType,
+    Campaign,
+    CampaignRecipient,
+    CampaignStatus,
+    RecipientStatus,
+)
+from app.campaigns.repository import CampaignRepository
+from app.campaigns.schemas import (
+    CONTACT_REFERENCE,
+    CampaignCreate,
+    CampaignUpdate,
+    StatusFilter,
+    campaign_to_public,
+)
+from app.channels import service as channels
+from app.channels.models import Channel
+from app.events.service import emit
+from app.integrations.whatsapp.types import TemplateMessage
+from app.integrations.whatsapp.validator import _variables as template_variables
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.errors import InvalidInput, InvalidState, NotFound
+from app.kit.ids import normalize_id
+from app.kit.pagination import NumberedPage, PageParams
+from app.templates.models import MessageTemplate, TemplateStatus
+
+CAMPAIGN = "Campaign"
+DISPATCH_ACTOR = "campaigns.dispatch"
+DISPATCH_QUEUE = "default"
+STARTED = "campaign.started"
+COMPLETED = "campaign.completed"
+MESSAGE_DELIVERED = "campaign.message.delivered"
+MESSAGE_FAILED = "campaign.message.failed"
+# A claim not settled this long after it was taken belongs to a run that died mid-send.
+CLAIM_STALE_SECONDS = 300.0
+UNCONFIRMED_SEND = (
+    "The send was interrupted before the platform's answer was recorded; not resent, to "
+    "avoid a duplicate message"
+)
+
+# Moves of the seed's table: the states each trigger is accepted from.
+_PAUSABLE = (CampaignStatus.SENDING, CampaignStatus.SCHEDULED)
+_CANCELLABLE = (CampaignStatus.SCHEDULED, CampaignStatus.SENDING, CampaignStatus.PAUSED)
+_DELETABLE = (CampaignStatus.DRAFT, CampaignStatus.COMPLETED, CampaignStatus.CANCELLED)
+
+
+class ChannelNotFound(InvalidInput):
+    code = "channel_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("Channel/phone number not found", field="chat_phone_number_id")
+
+
+class TemplateNotFound(InvalidInput):
+    code = "template_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("Message template not found", field="message_template_id")
+
+
+def _refuse(action: str, campaign: Campaign, hint: str = "") -> InvalidState:
+    return InvalidState(f"Cannot {action} campaign in {campaign.status} state{hint}")
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+async def get_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
+    campaign = await CampaignRepository(session, subject.organization_id).get_or_404(campaign_id)
+    if campaign.livemode and not subject.livemode:
+        raise NotFound(CAMPAIGN)  # a test key sees test-mode campaigns only
+    return campaign
+
+
+async def list_campaigns(
+    session: AsyncSession, subject: Subject, params: PageParams, status: StatusFilter
+) -> NumberedPage[Any]:
+    """Newest first; a test-mode credential sees the test-mode campaigns only."""
+    return await CampaignRepository(session, subject.organization_id).numbered_page(
+        params,
+        status=None if status is StatusFilter.ALL else status.value,
+        test_mode_only=not subject.livemode,
+    )
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+async def _channel(session: AsyncSession, subject: Subject, channel_id: str) -> Channel:
+    try:
+        return await channels.get_channel_for_use(session, subject, channel_id)
+    except NotFound as exc:
+        raise ChannelNotFound() from exc
+
+
+async def _template(session: AsyncSession, subject: Subject, template_id: str) -> MessageTemplate:
+    canonical = normalize_id(template_id)
+    found = None
+    if canonical is not None:
+        found = await session.scalar(
+            select(MessageTemplate).where(
+                MessageTemplate.organization_id == subject.organization_id,
+                MessageTemplate.id == canonical,
+            )
+        )
+    if found is None:
+        raise TemplateNotFound()
+    return found
+
+
+async def _check_audience(
+    session: AsyncSession, subject: Subject, campaign: Campaign, *, contacts: bool = True
+) -> None:
+    """`audience_tags` / `audience_contact_ids` belong to their audience type only, and manual
+    ids must all be contacts of the caller's organization (checked on writes; at launch a
+    contact deleted since is simply not in the audience)."""
+    kind = campaign.audience_type
+    if kind != AudienceType.TAGS and campaign.audience_tags is not None:
+        raise InvalidInput(
+            "audience_tags is only accepted with audience_type tags", field="audience_tags"
+        )
+    if kind != AudienceType.MANUAL and campaign.audience_contact_ids is not None:
+        raise InvalidInput(
+            "audience_contact_ids is only accepted with audience_type manual",
+            field="audience_contact_ids",
+        )
+    if kind == AudienceType.TAGS and not campaign.audience_tags:
+        raise InvalidInput(
+            "audience_type tags needs at least one audience tag", field="audience_tags"
+        )
+    if kind == AudienceType.MANUAL:
+        if not campaign.audience_contact_ids:
+            raise InvalidInput(
+                "audience_type manual needs at least one contact id", field="audience_contact_ids"
+            )
+        if not contacts:
+            return
+        unknown = await CampaignRepository(session, subject.organization_id).contacts_outside(
+            campaign.audience_contact_ids
+        )
+        if unknown:
+            raise InvalidInput(
+                f"Contacts not found in the organization: {', '.join(unknown[:10])}",
+                field="audience_contact_ids",
+            )
+
+
+def _ids(values: list[Any] | None) -> list[str] | None:
+    return None if values is None else list(dict.fromkeys(str(value) for value in values))
+
+
+async def create_campaign(
+    session: AsyncSession, subject: Subject, data: CampaignCreate
+) -> Campaign:
+    channel = await _channel(session, subject, str(data.chat_phone_number_id))
+    template = await _template(session, subject, str(data.message_template_id))
+    campaign = Campaign(
+        organization_id=subject.organization_id,
+        name=data.name,
+        chat_phone_number_id=channel.id,
+        message_template_id=template.id,
+        audience_type=data.audience_type.value,
+        audience_tags=list(dict.fromkeys(data.audience_tags))
+        if data.audience_tags
+        else data.audience_tags,
+        audience_contact_ids=_ids(data.audience_contact_ids),
+        template_parameters=data.template_parameters,
+        scheduled_at=data.scheduled_at,
+        status=CampaignStatus.DRAFT.value,
+        total_contacts_count=0,
+        sent_count=0,
+        delivered_count=0,
+        read_count=0,
+        failed_count=0,
+        livemode=channel.livemode,
+    )
+    await _check_audience(session, subject, campaign)
+    session.add(campaign)
+    await session.flush()
+    return campaign
+
+
+async def update_campaign(
+    session: AsyncSession, subject: Subject, campaign_id: str, data: CampaignUpdate
+) -> Campaign:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status != CampaignStatus.DRAFT:
+        raise _refuse("update", campaign)
+    sent = data.model_fields_set
+    if "name" in sent and data.name is not None:
+        campaign.name = data.name
+    if "chat_phone_number_id" in sent and data.chat_phone_number_id is not None:
+        channel = await _channel(session, subject, str(data.chat_phone_number_id))
+        campaign.chat_phone_number_id = channel.id
+        campaign.livemode = channel.livemode
+    if "message_template_id" in sent and data.message_template_id is not None:
+        campaign.message_template_id = (
+            await _template(session, subject, str(data.message_template_id))
+        ).id
+    if "audience_type" in sent and data.audience_type is not None:
+        campaign.audience_type = data.audience_type.value
+        # A new audience type drops the other types' lists unless they are sent too.
+        if data.audience_type != AudienceType.TAGS and "audience_tags" not in sent:
+            campaign.audience_tags = None
+        if data.audience_type != AudienceType.MANUAL and "audience_contact_ids" not in sent:
+            campaign.audience_contact_ids = None
+    if "audience_tags" in sent:
+        campaign.audience_tags = (
+            list(dict.fromkeys(data.audience_tags)) if data.audience_tags else data.audience_tags
+        )
+    if "audience_contact_ids" in sent:
+        campaign.audience_contact_ids = _ids(data.audience_contact_ids)
+    if "scheduled_at" in sent:
+        campaign.scheduled_at = data.scheduled_at
+    if "template_parameters" in sent:
+        campaign.template_parameters = data.template_parameters
+    await _check_audience(session, subject, campaign)
+    await session.flush()
+    return campaign
+
+
+async def delete_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> None:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status not in _DELETABLE:
+        raise _refuse("delete", campaign, "; cancel it first")
+    await session.delete(campaign)
+    await session.flush()
+
+
+# --- moves ------------------------------------------------------------------------------
+
+
+def _due(campaign: Campaign) -> bool:
+    return campaign.scheduled_at is None or campaign.scheduled_at <= utcnow()
+
+
+async def _start_or_schedule(session: AsyncSession, campaign: Campaign) -> None:
+    """→ scheduled with a dispatch job due at `scheduled_at`, or → sending with one due now.
+    The job row is the schedule: it lives in the database, so a broker flush loses nothing."""
+    if not _due(campaign):
+        campaign.status = CampaignStatus.SCHEDULED.value
+        outbox.schedule(
+            session, DISPATCH_ACTOR, campaign.id, queue=DISPATCH_QUEUE, at=campaign.scheduled_at
+        )
+        return
+    await _enter_sending(session, campaign)
+    outbox.schedule(session, DISPATCH_ACTOR, campaign.id, queue=DISPATCH_QUEUE)
+
+
+async def _enter_sending(session: AsyncSession, campaign: Campaign) -> None:
+    campaign.status = CampaignStatus.SENDING.value
+    first = campaign.started_at is None
+    if first:
+        campaign.started_at = utcnow()
+    await session.flush()
+    if first:
+        await emit(session, campaign, STARTED, campaign_to_public(campaign))
+
+
+async def launch_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status != CampaignStatus.DRAFT:
+        raise _refuse("launch", campaign)
+    if campaign.message_template_id is None:
+        raise TemplateNotFound()
+    template = await _template(session, subject, campaign.message_template_id)
+    if template.status != TemplateStatus.APPROVED:
+        raise InvalidInput(
+            f"The message template is {template.status}; only an APPROVED template can be sent",
+            field="message_template_id",
+        )
+    channel = await _channel(session, subject, campaign.chat_phone_number_id)
+    if template.business_account_id != channel.business_account_id:
+        raise InvalidInput(
+            "The message template belongs to another business account than the channel",
+            field="message_template_id",
+        )
+    await _check_audience(session, subject, campaign, contacts=False)
+    total = await CampaignRepository(session, subject.organization_id).resolve_audience(campaign)
+    campaign.total_contacts_count = total
+    await _start_or_schedule(session, campaign)
+    await session.flush()
+    return campaign
+
+
+async def pause_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status not in _PAUSABLE:
+        raise _refuse("pause", campaign)
+    # The pending dispatch job finds the campaign paused and ends: the schedule is gone.
+    campaign.status = CampaignStatus.PAUSED.value
+    await session.flush()
+    return campaign
+
+
+async def resume_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status != CampaignStatus.PAUSED:
+        raise _refuse("resume", campaign)
+    await _start_or_schedule(session, campaign)
+    await session.flush()
+    return campaign
+
+
+async def cancel_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
+    campaign = await get_campaign(session, subject, campaign_id)
+    if campaign.status not in _CANCELLABLE:
+        raise _refuse("cancel", campaign)
+    campaign.status = CampaignStatus.CANCELLED.value
+    await session.flush()
+    return campaign
+
+
+# --- dispatch ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one dispatch step must send: the campaign's channel and template, and the
+    recipients this step claimed."""
+
+    campaign_id: str
+    livemode: bool
+    channel_id: str
+    template: TemplateMessage
+    variable_count: int
+    parameters: dict[str, str]
+    recipients: list[Any]
+
+
+class MissingValue(Exception):
+    """A recipient lacks a value its template parameters need."""
+
+
+def _contact_value(reference: str, recipient: Any) -> str:
+    if reference == "contact.name":
+        value: Any = recipient.name
+    elif reference == "contact.phone_number":
+        value = recipient.phone_number
+    else:
+        key = reference.removeprefix("contact.custom_fields.")
+        value = (recipient.custom_fields or {}).get(key)
+        if value is None or value == "":
+            raise MissingValue(f"Contact has no custom field {key!r}")
+        return str(value)
+    if not value:
+        raise MissingValue(f"Contact has no {reference.removeprefix('contact.')}")
+    return str(value)
+
+
+def body_parameters(count: int, parameters: dict[str, str], recipient: Any) -> list[str]:
+    """The template's `{{1}}..{{count}}` for one recipient, or MissingValue naming the gap."""
+    values = []
+    for position in range(1, count + 1):
+        text = parameters.get(str(position))
+        if text is None:
+            raise MissingValue(f"Template variable {{{{{position}}}}} has no value")
+        filled = CONTACT_REFERENCE.sub(
+            lambda match: _contact_value(match.group(1).strip(), recipient), text
+        )
+        if not filled.strip():
+            raise MissingValue(f"Template variable {{{{{position}}}}} is empty for this contact")
+        values.append(filled)
+    return values
+
+
+def _body_variable_count(components: list[Any]) -> int:
+    for component in components:
+        if isinstance(component, dict) and component.get("type") == "BODY":
+            return len(set(template_variables(str(component.get("text") or ""))))
+    return 0
+
+
+async def _reconcile_claims(session: AsyncSession, campaign: Campaign) -> datetime | None:
+    """Claims no run confirmed. A claim older than CLAIM_STALE_SECONDS belongs to a run that
+    died between the claim and the record of its outcome: whether the platform accepted the
+    message is unknown, and a resend could deliver it twice, so it is failed with that reason
+    (at most once). Younger claims may still be in flight: answers when to look again."""
+    now = utcnow()
+    stale_before = now - timedelta(seconds=CLAIM_STALE_SECONDS)
+    failed = await ledger.fail_stale_claims(
+        session, campaign.id, stale_before, UNCONFIRMED_SEND, now
+    )
+    for contact_id in failed:
+        await _emit_recipient(session, campaign.id, contact_id, MESSAGE_FAILED)
+    if failed:
+        await ledger.refresh_counters(session, campaign.id)
+    oldest = await ledger.oldest_claim(session, campaign.id)
+    if oldest is None:
+        return None
+    return oldest + timedelta(seconds=CLAIM_STALE_SECONDS)
+
+
+async def next_batch(
+    session: AsyncSession, campaign_id: str, size: int
+) -> Batch | str | datetime | None:
+    """Claim the next batch of a sending campaign. Answers the batch; "later" while a
+    scheduled campaign is not due; a time to look again while claims of another run are in
+    flight; or None when there is nothing more to do (paused, cancelled, completed, or just
+    completed by this call)."""
+    campaign = await ledger.campaign_by_id(session, campaign_id)
+    if campaign is None:
+        return None
+    if campaign.status == CampaignStatus.SCHEDULED:
+        if not _due(campaign):
+            return "later"
+        await _enter_sending(session, campaign)
+    if campaign.status != CampaignStatus.SENDING:
+        return None
+    ids = await ledger.pending_batch(session, campaign_id, size)
+    claimed = await ledger.claim(session, campaign_id, ids, utcnow()) if ids else []
+    if not ids:
+        waiting = await _reconcile_claims(session, campaign)
+        if waiting is not None:
+            return waiting
+        await _complete_if_settled(session, campaign)
+        return None
+    channel = await session.get(Channel, campaign.chat_phone_number_id)
+    template = (
+        await session.get(MessageTemplate, campaign.message_template_id)
+        if campaign.message_template_id
+        else None
+    )
+    if channel is None or template is None:
+        # The channel or template was deleted under a running campaign: nothing can be sent.
+        await _fail_claimed(
+            session, campaign, claimed, "The campaign's channel or template was deleted"
+        )
+        return await next_batch(session, campaign_id, size)
+    return Batch(
+        campaign_id=campaign.id,
+        livemode=campaign.livemode,
+        channel_id=channel.id,
+        template=TemplateMessage(template.name, template.language),
+        variable_count=_body_variable_count(template.components),
+        parameters=dict(campaign.template_parameters or {}),
+        recipients=claimed,
+    )
+
+
+async def _fail_claimed(
+    session: AsyncSession, campaign: Campaign, recipients: list[Any], reason: str
+) -> None:
+    for recipient in recipients:
+        await record_outcome(session, campaign.id, recipient.contact_id, None, reason)
+
+
+async def record_outcome(
+    session: AsyncSession,
+    campaign_id: str,
+    contact_id: str,
+    platform_message_id: str | None,
+    error: str | None,
+) -> None:
+    """claimed → sent (with the platform's message id) or → failed (with the reason)."""
+    now = utcnow()
+    values: dict[str, Any]
+    if error is None:
+        values = {
+            "status": RecipientStatus.SENT.value,
+            "platform_message_id": platform_message_id,
+            "sent_at": now,
+        }
+    else:
+        values = {"status": RecipientStatus.FAILED.value, "error": error, "failed_at": now}
+    await session.execute(
+        update(CampaignRecipient)
+        .where(
+            CampaignRecipient.campaign_id == campaign_id,
+            CampaignRecipient.contact_id == contact_id,
+            CampaignRecipient.status == RecipientStatus.CLAIMED.value,
+        )
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    if error is not None:
+        await _emit_recipient(session, campaign_id, contact_id, MESSAGE_FAILED)
+
+
+async def finish_batch(session: AsyncSession, campaign_id: str) -> None:
+    """After a batch's outcomes: counters from the ledger, completion when all settled."""
+    await ledger.refresh_counters(session, campaign_id)
+    campaign = await ledger.campaign_by_id(session, campaign_id)
+    if campaign is not None and campaign.status == CampaignStatus.SENDING:
+        await _complete_if_settled(session, campaign)
+
+
+async def _complete_if_settled(session: AsyncSession, campaign: Campaign) -> None:
+    await ledger.refresh_counters(session, campaign.id)
+    if await ledger.unsettled_count(session, campaign.id):
+        return
+    await session.refresh(campaign)
+    campaign.status = CampaignStatus.COMPLETED.value
+    campaign.completed_at = utcnow()
+    await session.flush()
+    await emit(session, campaign, COMPLETED, campaign_to_public(campaign))
+
+
+def recipient_to_public(recipient: Any) -> dict[str, Any]:
+    return {
+        "campaign_id": recipient.campaign_id,
+        "contact_id": recipient.contact_id,
+        "phone_number": recipient.phone_number,
+        "status": recipient.status,
+        "platform_message_id": recipient.platform_message_id,
+        "error": recipient.error,
+        "sent_at": recipient.sent_at,
+        "delivered_at": recipient.delivered_at,
+        "read_at": recipient.read_at,
+        "failed_at": recipient.failed_at,
+    }
+
+
+async def _emit_recipient(
+    session: AsyncSession, campaign_id: str, contact_id: str, event_type: str
+) -> None:
+    recipient = await session.get(
+        CampaignRecipient, (campaign_id, contact_id), populate_existing=True
+    )
+    campaign = await session.get(Campaign, campaign_id)
+    if recipient is None or campaign is None:
+        return
+    await emit(session, campaign, event_type, recipient_to_public(recipient))
+
+
+# --- platform status callbacks ----------------------------------------------------------
+
+_RANK = {
+    RecipientStatus.SENT.value: 1,
+    RecipientStatus.DELIVERED.value: 2,
+    RecipientStatus.READ.value: 3,
+}
+
+
+async def apply_status(session: AsyncSession, status: dict[str, Any], error: str | None) -> bool:
+    """One `statuses[]` entry about a campaign message: the ledger moves forward only
+    (a duplicate or late status changes nothing), then the counters follow the ledger.
+    False when the message is not a campaign's."""
+    message_id = str(status.get("id", ""))
+    if not message_id:
+        return False
+    recipient = await ledger.recipient_by_message_id(session, message_id)
+    if recipient is None:
+        return False
+    new = str(status.get("status", ""))
+    current = recipient.status
+    now = utcnow()
+    if current == RecipientStatus.FAILED:
+        return True
+    if new == RecipientStatus.FAILED:
+        if current == RecipientStatus.READ:
+            return True
+        recipient.status = RecipientStatus.FAILED.value
+        recipient.error = error or "failed"
+        recipient.failed_at = now
+        event = MESSAGE_FAILED
+    elif new in _RANK and _RANK[new] > _RANK.get(current, 0):
+        recipient.status = new
+        if recipient.delivered_at is None and new in ("delivered", "read"):
+            recipient.delivered_at = now  # read implies delivered, even if that never came
+        if new == RecipientStatus.READ:
+            recipient.read_at = now
+        event = MESSAGE_DELIVERED if current == RecipientStatus.SENT else ""
+    else:
+        return True
+    await session.flush()
+    await ledger.refresh_counters(session, recipient.campaign_id)
+    if event:
+        await _emit_recipient(session, recipient.campaign_id, recipient.contact_id, event)
+    return True

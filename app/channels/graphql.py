@@ -1,0 +1,89 @@
+"""Channel types and fields; each field calls one channels service operation.
+
+The upstream access token is write-only: `ChannelCreateInput.accessToken` takes it, and no type
+has a field that returns it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from strawberry.types import Info
+
+from app.auth.scopes import Scope
+from app.channels import service
+from app.channels.schemas import ChannelCreate
+from app.graphql.context import Context
+from app.graphql.pagination import Connection
+from app.graphql.resource import DomainMutations, Payload, list_field, node_field
+from app.kit.errors import Conflict, InvalidInput, NotFound
+
+
+@strawberry.type(description="A messaging phone number of the organization.")
+class Channel:
+    id: strawberry.ID
+    organization_id: str
+    display_phone_number: str
+    phone_number_id: str = strawberry.field(description="The number's id on the platform")
+    business_account_id: str
+    name: str | None
+    livemode: bool = strawberry.field(
+        description="False when created with a test key: its traffic goes to the simulator"
+    )
+    created_at: datetime
+    updated_at: datetime
+
+
+ChannelConnection = Connection[Channel]
+
+
+@strawberry.input
+class ChannelCreateInput:
+    display_phone_number: str
+    phone_number_id: str
+    business_account_id: str
+    access_token: str = strawberry.field(description="Stored encrypted; never returned")
+    name: str | None = strawberry.UNSET
+
+
+def as_channel(value: Any) -> Channel:
+    # Rows and entities carry the same attributes as the type; no copy is needed.
+    return cast(Channel, value)
+
+
+CHANNELS = DomainMutations(
+    "Channel",
+    scope=Scope.FULL_ACCESS,
+    errors=(InvalidInput, NotFound, Conflict, service.LiveChannelForbidden),
+    node=Channel,
+    as_node=as_channel,
+)
+
+
+@strawberry.type
+class Query:
+    channels = list_field(
+        Scope.FULL_ACCESS,
+        service.list_channels,
+        as_channel,
+        Channel,
+        description="Newest first; test-mode credentials see test-mode channels only.",
+    )
+    channel = node_field(Scope.FULL_ACCESS, service.get_channel, as_channel, Channel)
+
+
+@strawberry.type
+class Mutation:
+    @CHANNELS.mutation()
+    async def create_channel(self, info: Info[Context, None], input: ChannelCreateInput) -> Payload:
+        box = service.access_token_box(info.context.resources.secret_key)
+        return await CHANNELS.save(
+            info,
+            ChannelCreate,
+            input,
+            lambda session, subject, data: service.create_channel(session, subject, data, box),
+        )
+
+    delete_channel = CHANNELS.delete_field(service.delete_channel)

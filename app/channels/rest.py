@@ -1,0 +1,80 @@
+"""/api/v1/channels: routes → channels service → the CONTRACT §3 JSON shapes."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from app.auth.scopes import Scope
+from app.channels import service
+from app.channels.schemas import ChannelCreate, ChannelResponse, channel_to_public
+from app.kit.queries import CursorQuery
+from rest_compat.endpoint import Operation, RequestContext, json_response
+from rest_compat.resource import delete_handler, get_handler, list_handler
+
+
+async def create_channel(ctx: RequestContext) -> Response:
+    channel = await service.create_channel(
+        ctx.session,
+        ctx.subject,
+        ctx.body(ChannelCreate),
+        service.access_token_box(ctx.resources.secret_key),
+    )
+    return json_response(channel_to_public(channel), status_code=201)
+
+
+list_channels = list_handler(service.list_channels, channel_to_public)
+
+
+get_channel = get_handler(service.get_channel, "channel_id", channel_to_public)
+
+
+delete_channel = delete_handler(service.delete_channel, "channel_id")
+
+
+_TAG = "channels"
+OPERATIONS = (
+    Operation(
+        "POST",
+        "/channels",
+        create_channel,
+        Scope.FULL_ACCESS,
+        "Register a messaging phone number (the access token is stored encrypted, never shown)",
+        _TAG,
+        status_code=201,
+        request_model=ChannelCreate,
+        response_model=ChannelResponse,
+        errors=(400, 409, 422),
+    ),
+    Operation(
+        "GET",
+        "/channels",
+        list_channels,
+        Scope.FULL_ACCESS,
+        "List channels (newest first; test keys see test-mode channels only)",
+        _TAG,
+        query_model=CursorQuery,
+        response_model=ChannelResponse,
+        envelope="C",
+        errors=(400, 422),
+    ),
+    Operation(
+        "GET",
+        "/channels/{channel_id}",
+        get_channel,
+        Scope.FULL_ACCESS,
+        "Get a channel",
+        _TAG,
+        response_model=ChannelResponse,
+        errors=(404,),
+    ),
+    Operation(
+        "DELETE",
+        "/channels/{channel_id}",
+        delete_channel,
+        Scope.FULL_ACCESS,
+        "Delete a channel",
+        _TAG,
+        status_code=204,
+        errors=(404,),
+    ),
+)

@@ -1,0 +1,118 @@
+"""Contact types and fields; each field calls one contacts service operation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from app.auth.scopes import Scope
+from app.calls.graphql import CallLog, load_recent_calls
+from app.contacts import service
+from app.contacts.schemas import ContactCreate, ContactUpdate
+from app.graphql.context import Context
+from app.graphql.pagination import Connection, connection
+from app.graphql.permissions import requires
+from app.graphql.planned import plannable
+from app.graphql.resource import DomainMutations, node_field
+from app.inbox.graphql import Ticket, open_ticket_loader
+from app.kit.errors import InvalidInput, NotFound
+
+
+@strawberry.type
+class Contact:
+    id: strawberry.ID
+    organization_id: str
+    phone_number: str
+    name: str
+    tags: list[str]
+    notes: str | None
+    custom_fields: JSON | None
+    created_at: datetime
+    updated_at: datetime
+
+    @strawberry.field(
+        extensions=requires(Scope.CALLS_READ),
+        description="The contact's newest calls first (limit 1 to 20); batched per response.",
+    )
+    async def recent_calls(self, info: Info[Context, None], limit: int = 5) -> list[CallLog]:
+        return await load_recent_calls(info.context, self.id, limit)
+
+    @strawberry.field(description="The contact's open inbox ticket; batched per response.")
+    async def open_ticket(self, info: Info[Context, None]) -> Ticket | None:
+        return await open_ticket_loader(info.context).load(self.id)
+
+
+ContactConnection = Connection[Contact]
+
+
+@strawberry.input
+class ContactCreateInput:
+    phone_number: str
+    name: str
+    tags: list[str] | None = strawberry.UNSET
+    notes: str | None = strawberry.UNSET
+    custom_fields: JSON | None = strawberry.UNSET
+
+
+@strawberry.input(description="Only the fields given change; tags replace the stored ones.")
+class ContactUpdateInput:
+    phone_number: str | None = strawberry.UNSET
+    name: str | None = strawberry.UNSET
+    tags: list[str] | None = strawberry.UNSET
+    notes: str | None = strawberry.UNSET
+    custom_fields: JSON | None = strawberry.UNSET
+
+
+def as_contact(value: Any) -> Contact:
+    # Rows and entities carry the same attributes as the type; no copy is needed.
+    return cast(Contact, value)
+
+
+CONTACTS = DomainMutations(
+    "Contact",
+    scope=Scope.FULL_ACCESS,
+    errors=(InvalidInput, NotFound),
+    node=Contact,
+    as_node=as_contact,
+)
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(extensions=requires(Scope.FULL_ACCESS))
+    @plannable
+    async def contacts(
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+        tag: str | None = None,
+        search: str | None = None,
+    ) -> ContactConnection | None:
+        return await connection(
+            info.context,
+            (first, after, last, before),
+            lambda session, subject, params: service.list_contacts(
+                session, subject, params, tag=tag, search=search
+            ),
+            as_contact,
+        )
+
+    contact = node_field(Scope.FULL_ACCESS, service.get_contact, as_contact, Contact)
+
+
+@strawberry.type
+class Mutation:
+    create_contact = CONTACTS.create_field(
+        ContactCreateInput, ContactCreate, service.create_contact
+    )
+    update_contact = CONTACTS.update_field(
+        ContactUpdateInput, ContactUpdate, service.update_contact
+    )
+    delete_contact = CONTACTS.delete_field(service.delete_contact)

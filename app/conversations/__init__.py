@@ -1,0 +1,1 @@
+"""Conversation messages: what a ticket's contact and the organization said to each other."""

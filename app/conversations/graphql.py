@@ -1,0 +1,151 @@
+"""Conversation messages on GraphQL: a ticket's messages and replies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from strawberry.dataloader import DataLoader
+from strawberry.types import Info
+
+from app.auth.scopes import Scope
+from app.channels.service import LiveChannelForbidden
+from app.conversations import service
+from app.conversations.schemas import MessageSend
+from app.graphql.context import Context
+from app.graphql.errors import as_graphql_error
+from app.graphql.pagination import Connection, connection
+from app.graphql.permissions import requires
+from app.graphql.resource import DomainMutations, Payload
+from app.kit.errors import InvalidInput, InvalidState, NotFound
+
+
+@strawberry.type(description="One message of a ticket's conversation.")
+class ConversationMessage:
+    id: strawberry.ID
+    organization_id: str
+    ticket_id: str
+    channel_id: str | None
+    direction: str
+    kind: str = strawberry.field(description="text, template, or the inbound message's type")
+    text: str | None
+    template_name: str | None
+    platform_message_id: str | None
+    status: str
+    error: str | None
+    sent_at: datetime | None
+    delivered_at: datetime | None
+    read_at: datetime | None
+    failed_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+ConversationMessageConnection = Connection[ConversationMessage]
+
+
+def as_message(value: Any) -> ConversationMessage:
+    # Rows and entities carry the same attributes as the type.
+    return cast(ConversationMessage, value)
+
+
+RECENT_MESSAGES_LOADER = "conversations.recent_messages"
+MAX_RECENT_MESSAGES = 100
+
+
+def recent_messages_loader(
+    context: Context,
+) -> DataLoader[tuple[str, int], list[ConversationMessage]]:
+    """One query for the recent messages of every ticket a response shows (keys: id, limit)."""
+
+    async def load(keys: list[tuple[str, int]]) -> list[list[ConversationMessage]]:
+        largest = max(limit for _ticket_id, limit in keys)
+        async with context.db() as session:
+            by_ticket = await service.recent_messages_by_ticket(
+                session, context.require_subject(), [ticket_id for ticket_id, _ in keys], largest
+            )
+        return [
+            [as_message(row) for row in by_ticket.get(ticket_id, [])[:limit]]
+            for ticket_id, limit in keys
+        ]
+
+    loader = context.loaders.get(RECENT_MESSAGES_LOADER)
+    if loader is None:
+        loader = context.loaders[RECENT_MESSAGES_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[tuple[str, int], list[ConversationMessage]], loader)
+
+
+async def load_recent_messages(
+    context: Context, ticket_id: str, limit: int
+) -> list[ConversationMessage]:
+    if not 1 <= limit <= MAX_RECENT_MESSAGES:
+        raise as_graphql_error(
+            InvalidInput(f"limit must be between 1 and {MAX_RECENT_MESSAGES}", field="limit")
+        )
+    return await recent_messages_loader(context).load((ticket_id, limit))
+
+
+MESSAGES = DomainMutations(
+    "ConversationMessage",
+    scope=Scope.FULL_ACCESS,
+    errors=(
+        InvalidInput,
+        NotFound,
+        InvalidState,
+        service.OutsideServiceWindow,
+        LiveChannelForbidden,
+    ),
+    node=ConversationMessage,
+    as_node=as_message,
+    node_field="message",
+)
+
+
+@strawberry.input
+class SendMessageInput:
+    text: str | None = strawberry.UNSET
+    template_name: str | None = strawberry.UNSET
+    template_language: str | None = strawberry.UNSET
+    body_parameters: list[str] | None = strawberry.UNSET
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(extensions=requires(Scope.FULL_ACCESS), description="Newest first.")
+    async def ticket_messages(
+        self,
+        info: Info[Context, None],
+        ticket_id: strawberry.ID,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> ConversationMessageConnection | None:
+        return await connection(
+            info.context,
+            (first, after, last, before),
+            lambda session, subject, params: service.list_messages(
+                session, subject, ticket_id, params
+            ),
+            as_message,
+        )
+
+
+@strawberry.type
+class Mutation:
+    @MESSAGES.mutation(
+        description="Reply on a ticket: text inside the 24-hour window, or an approved template."
+    )
+    async def send_ticket_message(
+        self, info: Info[Context, None], ticket_id: strawberry.ID, input: SendMessageInput
+    ) -> Payload:
+        resources = info.context.resources
+        return await MESSAGES.save(
+            info,
+            MessageSend,
+            input,
+            lambda session, subject, data: service.send_message(
+                session, subject, resources, ticket_id, data
+            ),
+        )

@@ -1,0 +1,91 @@
+"""Every query on conversation messages. Platform callbacks name a channel, not an
+organization: their lookups are by channel (which belongs to exactly one organization)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.channels.models import Channel
+from app.contacts.models import Contact
+from app.conversations.models import Direction, Message
+from app.kit.repository import Filter, OrgScopedRepository
+
+
+async def channels_for_phone_number_id(
+    session: AsyncSession, phone_number_id: str
+) -> list[Channel]:
+    """Every organization's channel for this upstream number (test mode may share one)."""
+    rows = await session.scalars(select(Channel).where(Channel.phone_number_id == phone_number_id))
+    return list(rows.all())
+
+
+async def message_by_platform_id(
+    session: AsyncSession, channel_id: str, platform_message_id: str
+) -> Message | None:
+    return await session.scalar(
+        select(Message).where(
+            Message.channel_id == channel_id, Message.platform_message_id == platform_message_id
+        )
+    )
+
+
+async def contact_by_phone(
+    session: AsyncSession, organization_id: str, phone_number: str
+) -> Contact | None:
+    return await session.scalar(
+        select(Contact)
+        .where(Contact.organization_id == organization_id, Contact.phone_number == phone_number)
+        .order_by(Contact.created_at, Contact.id)
+        .limit(1)
+    )
+
+
+class MessageRepository(OrgScopedRepository[Message]):
+    model = Message
+    list_columns: ClassVar = tuple(Message.__table__.columns)
+
+    @staticmethod
+    def of_ticket(ticket_id: str) -> Filter:
+        return Filter("ticket", _of_ticket, {"ticket_id": ticket_id})
+
+    async def recent_for_tickets(self, ticket_ids: Sequence[str], limit: int) -> list[Any]:
+        """Up to `limit` newest messages of each ticket, in one statement whatever the count."""
+        if not ticket_ids:
+            return []
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=Message.ticket_id,
+                order_by=(Message.created_at.desc(), Message.id.desc()),
+            )
+            .label("rank")
+        )
+        ranked = (
+            self.scoped(select(*self.list_columns, rank))
+            .where(Message.ticket_id.in_(list(ticket_ids)))
+            .subquery()
+        )
+        statement = (
+            select(*(ranked.c[column.name] for column in self.list_columns))
+            .where(ranked.c.rank <= limit)
+            .order_by(ranked.c.ticket_id, ranked.c.created_at.desc(), ranked.c.id.desc())
+        )
+        return list((await self._execute(statement)).all())
+
+    async def last_inbound_at(self, ticket_id: str) -> datetime | None:
+        result = await self._execute(
+            self.scoped(select(func.max(Message.created_at))).where(
+                Message.ticket_id == ticket_id, Message.direction == Direction.INBOUND.value
+            )
+        )
+        last: datetime | None = result.scalar()
+        return last
+
+
+def _of_ticket() -> ColumnElement[bool]:
+    return Message.ticket_id == bindparam("ticket_id")

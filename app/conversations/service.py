@@ -1,0 +1,312 @@
+"""Conversation messages: what the platform reports (inbound messages, delivery statuses).
+
+Statuses only move forward (pending → sent → delivered → read; `failed` ends any state short
+of `read`); a duplicate or late status changes nothing, and `read` fills in `delivered`.
+Inbound messages are stored once per platform message id: the contact is found by its E.164
+number (or created), its open ticket found (or created), the message stored, and
+`message.received` emitted (`lead.created`, `ticket.created`, `conversation.started` come
+from the contact and ticket services when those are new).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import structlog
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.scopes import Scope
+from app.auth.subject import PrincipalType, Subject
+from app.channels import service as channels
+from app.channels.models import Channel
+from app.contacts import service as contacts
+from app.contacts.schemas import ContactCreate
+from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
+from app.conversations.repository import (
+    MessageRepository,
+    contact_by_phone,
+    message_by_platform_id,
+)
+from app.conversations.schemas import MessageSend, message_to_public
+from app.events.service import emit
+from app.inbox import service as inbox
+from app.inbox.models import Ticket
+from app.inbox.schemas import TicketCreate
+from app.integrations.whatsapp.errors import WhatsAppError
+from app.integrations.whatsapp.factory import platform_for
+from app.integrations.whatsapp.types import TemplateMessage
+from app.kit.clock import utcnow
+from app.kit.errors import InvalidInput, InvalidState
+from app.kit.ids import normalize_id
+from app.kit.pagination import CursorPage, CursorParams
+from app.kit.phone import to_e164
+from app.quick_replies import service as quick_replies
+from app.quick_replies.cache import snippet_cache
+from app.resources import Resources
+from app.templates.models import MessageTemplate, TemplateStatus
+
+logger = structlog.get_logger("switchboard.conversations")
+PLATFORM_PRINCIPAL = "whatsapp"
+
+
+def platform_subject(channel: Channel) -> Subject:
+    """Who acts when the platform reports something: the channel's organization and mode."""
+    return Subject(
+        organization_id=channel.organization_id,
+        principal_id=PLATFORM_PRINCIPAL,
+        principal_type=PrincipalType.API_KEY,
+        scopes=frozenset({Scope.FULL_ACCESS}),
+        livemode=channel.livemode,
+    )
+
+
+def _timestamp(value: Any) -> datetime:
+    try:
+        return datetime.fromtimestamp(int(value), tz=UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return utcnow()
+
+
+def error_text(errors: Any) -> str | None:
+    if not isinstance(errors, list) or not errors or not isinstance(errors[0], dict):
+        return None
+    first = errors[0]
+    data = first.get("error_data")
+    details = data.get("details") if isinstance(data, dict) else None
+    text = details or first.get("message") or first.get("title") or "failed"
+    return f"{text} (code {first.get('code')})"
+
+
+async def apply_status(session: AsyncSession, channel: Channel, status: dict[str, Any]) -> bool:
+    """One `statuses[]` entry. True when the message changed."""
+    message = await message_by_platform_id(session, channel.id, str(status.get("id", "")))
+    if message is None:
+        logger.info("status for an unknown message", platform_message_id=status.get("id"))
+        return False
+    try:
+        new = MessageStatus(str(status.get("status", "")))
+    except ValueError:
+        return False
+    if new not in STATUS_RANK:
+        return False
+    at = _timestamp(status.get("timestamp"))
+    current = MessageStatus(message.status)
+    if current in (MessageStatus.FAILED, MessageStatus.RECEIVED):
+        return False
+    if new is MessageStatus.FAILED:
+        if current is MessageStatus.READ:
+            return False
+        message.status = new.value
+        message.failed_at = at
+        message.error = error_text(status.get("errors"))
+        await session.flush()
+        await emit(session, platform_subject(channel), "message.failed", message_to_public(message))
+        return True
+    if STATUS_RANK[new] <= STATUS_RANK[current]:
+        return False  # a duplicate, or a late status overtaken by a later one
+    message.status = new.value
+    if message.sent_at is None:
+        message.sent_at = at
+    if new in (MessageStatus.DELIVERED, MessageStatus.READ) and message.delivered_at is None:
+        message.delivered_at = at  # read implies delivered, even if that status never came
+    if new is MessageStatus.READ:
+        message.read_at = at
+    await session.flush()
+    return True
+
+
+def _inbound_text(message: dict[str, Any]) -> tuple[str, str | None]:
+    """The message's type and its text (a caption or a button's title where it has one)."""
+    kind = str(message.get("type", "text"))
+    part = message.get(kind)
+    if isinstance(part, dict):
+        for key in ("body", "caption", "text", "title"):
+            if isinstance(part.get(key), str):
+                return kind, part[key]
+        reply = part.get("button_reply") or part.get("list_reply")
+        if isinstance(reply, dict) and isinstance(reply.get("title"), str):
+            return kind, reply["title"]
+    return kind, None
+
+
+async def receive_message(
+    session: AsyncSession,
+    channel: Channel,
+    message: dict[str, Any],
+    profile_name: str | None,
+) -> Message | None:
+    """One `messages[]` entry; None when it was already stored (a redelivery)."""
+    platform_id = str(message.get("id", ""))
+    if not platform_id or await message_by_platform_id(session, channel.id, platform_id):
+        return None
+    subject = platform_subject(channel)
+    try:
+        phone = to_e164(f"+{str(message.get('from', '')).lstrip('+')}")
+    except InvalidInput:
+        logger.warning("inbound message from an unusable number", platform_message_id=platform_id)
+        return None
+    contact = await contact_by_phone(session, channel.organization_id, phone)
+    if contact is None:
+        contact = await contacts.create_contact(
+            session, subject, ContactCreate(phone_number=phone, name=profile_name or phone)
+        )
+    created = await inbox.create_ticket(session, subject, TicketCreate(contact_id=UUID(contact.id)))
+    ticket = await session.get(Ticket, created.ticket.id)
+    if ticket is not None and ticket.chat_phone_number_id is None:
+        ticket.chat_phone_number_id = channel.id
+    kind, text = _inbound_text(message)
+    stored = Message(
+        organization_id=channel.organization_id,
+        ticket_id=created.ticket.id,
+        channel_id=channel.id,
+        direction=Direction.INBOUND.value,
+        kind=kind,
+        text=text,
+        platform_message_id=platform_id,
+        status=MessageStatus.RECEIVED.value,
+    )
+    stored.created_at = stored.updated_at = _timestamp(message.get("timestamp"))
+    try:
+        async with session.begin_nested():
+            session.add(stored)
+            await session.flush()
+    except IntegrityError:
+        return None  # the same message, processed concurrently by another delivery
+    await emit(session, subject, "message.received", message_to_public(stored))
+    return stored
+
+
+# --- replies --------------------------------------------------------------------------------
+
+# WhatsApp's customer-service window: free-form messages only this long after the contact's
+# last message; templates at any time.
+SERVICE_WINDOW = timedelta(hours=24)
+
+
+class OutsideServiceWindow(InvalidState):
+    code = "outside_service_window"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Outside WhatsApp's 24-hour customer service window: the contact has not written "
+            "in the last 24 hours; send an approved template instead"
+        )
+
+
+async def list_messages(
+    session: AsyncSession, subject: Subject, ticket_id: str, params: CursorParams
+) -> CursorPage[Any]:
+    """A ticket's messages, newest first."""
+    await inbox.get_ticket(session, subject, ticket_id)
+    repository = MessageRepository(session, subject.organization_id)
+    ticket = normalize_id(ticket_id) or ticket_id
+    return await repository.cursor_page(params, repository.of_ticket(ticket))
+
+
+async def recent_messages_by_ticket(
+    session: AsyncSession, subject: Subject, ticket_ids: Sequence[str], limit: int
+) -> dict[str, list[Any]]:
+    """The newest messages of each of these tickets (of the organization), in one query."""
+    rows = await MessageRepository(session, subject.organization_id).recent_for_tickets(
+        ticket_ids, limit
+    )
+    found: dict[str, list[Any]] = {}
+    for row in rows:
+        found.setdefault(row.ticket_id, []).append(row)
+    return found
+
+
+async def send_message(
+    session: AsyncSession,
+    subject: Subject,
+    resources: Resources,
+    ticket_id: str,
+    data: MessageSend,
+) -> Message:
+    """A reply through the ticket's channel. Accepted by the platform: `sent` and
+    `message.sent`; refused: stored `failed` with the platform's reason and `message.failed`."""
+    ticket = await inbox.get_ticket(session, subject, ticket_id)
+    if ticket.chat_phone_number_id is None:
+        raise InvalidInput("The ticket has no messaging channel to reply through")
+    channel = await channels.get_channel_for_use(session, subject, ticket.chat_phone_number_id)
+    repository = MessageRepository(session, subject.organization_id)
+    text = data.text
+    template: TemplateMessage | None = None
+    if text is not None:
+        if text.startswith("/"):
+            cache = snippet_cache(resources.redis)
+            text = await quick_replies.expand_quick_reply(session, subject, text, cache) or text
+        last = await repository.last_inbound_at(ticket.id)
+        if last is None or utcnow() - last > SERVICE_WINDOW:
+            raise OutsideServiceWindow()
+    else:
+        template = await _approved_template(session, subject, channel, data)
+    message = Message(
+        organization_id=subject.organization_id,
+        ticket_id=ticket.id,
+        channel_id=channel.id,
+        direction=Direction.OUTBOUND.value,
+        kind="text" if template is None else "template",
+        text=text,
+        template_name=template.name if template else None,
+        status=MessageStatus.PENDING.value,
+    )
+    session.add(message)
+    await session.flush()
+    token = channels.access_token_of(channel, channels.access_token_box(resources.secret_key))
+    async with platform_for(
+        livemode=channel.livemode,
+        access_token=token,
+        business_account_id=channel.business_account_id,
+        display_phone_number=channel.display_phone_number,
+        settings=resources.settings,
+        session=session,
+    ) as platform:
+        to = ticket.contact.phone_number
+        try:
+            if template is None:
+                sent = await platform.send_text(channel.phone_number_id, to, text or "")
+            else:
+                sent = await platform.send_template(channel.phone_number_id, to, template)
+        except WhatsAppError as exc:
+            message.status = MessageStatus.FAILED.value
+            message.failed_at = utcnow()
+            message.error = exc.describe()
+            await session.flush()
+            await emit(session, subject, "message.failed", message_to_public(message))
+            return message
+    message.platform_message_id = sent.message_id
+    message.status = MessageStatus.SENT.value
+    message.sent_at = utcnow()
+    await session.flush()
+    await emit(session, subject, "message.sent", message_to_public(message))
+    return message
+
+
+async def _approved_template(
+    session: AsyncSession, subject: Subject, channel: Channel, data: MessageSend
+) -> TemplateMessage:
+    found = await session.scalar(
+        select(MessageTemplate).where(
+            MessageTemplate.organization_id == subject.organization_id,
+            MessageTemplate.business_account_id == channel.business_account_id,
+            MessageTemplate.name == data.template_name,
+            MessageTemplate.status == TemplateStatus.APPROVED.value,
+            *(
+                [MessageTemplate.language == data.template_language]
+                if data.template_language
+                else []
+            ),
+        )
+    )
+    if found is None:
+        raise InvalidInput(
+            f"No APPROVED template named {data.template_name} for this channel",
+            field="template_name",
+        )
+    return TemplateMessage(found.name, found.language, list(data.body_parameters))

@@ -1,0 +1,176 @@
+"""`events(types)`: the organization's events as they happen, over graphql-transport-ws.
+
+The stream is best effort (app/events/stream.py): a subscriber that is away or too slow misses
+events. Webhooks are the durable channel; both carry the same body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import strawberry
+import structlog
+from graphql import GraphQLError
+from sqlalchemy.ext.asyncio import AsyncSession
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from app.auth.scopes import Scope
+from app.auth.service import resolve_credential
+from app.auth.subject import Subject
+from app.graphql.context import Context
+from app.graphql.errors import Unauthenticated
+from app.graphql.permissions import requires
+from app.kit.errors import DomainError
+from app.knowledge.service import KNOWLEDGE_EVENTS
+from app.webhooks.events import SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED
+
+logger = structlog.get_logger("switchboard.graphql")
+
+# Every type the stream carries: `webhook.test` goes to one subscription only, never fanned out.
+STREAMED_EVENTS: tuple[str, ...] = (*SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED, *KNOWLEDGE_EVENTS)
+_STREAMED = frozenset(STREAMED_EVENTS)
+
+# A subscription outlives the handshake that checked its credential: before sending an event,
+# the credential is checked again if its last check is older than this, so a revoked key or an
+# expired JWT stops receiving events within this delay.
+RECHECK_SECONDS = 5.0
+
+SUBSCRIPTIONS_OVER_WEBSOCKET = (
+    "Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over POST"
+)
+
+
+@dataclass
+class SocketContext(Context):
+    """The context of one websocket, shared by its operations for as long as it is open.
+
+    It holds no session open: `db()` and `unit_of_work()` open one per use, and `session` is
+    never begun.
+    """
+
+    # Filled by Strawberry from the connection_init payload.
+    connection_params: dict[str, object] = field(default_factory=dict)
+    # Set once the connection is accepted (app/graphql/view.py), for the re-checks.
+    authorization: str | None = None
+    checked_at: float = 0.0
+
+    @asynccontextmanager
+    async def db(self) -> AsyncIterator[AsyncSession]:
+        async with self.resources.session(writes=False) as session:
+            yield session
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[AsyncSession]:
+        async with self.resources.session(writes=True) as session:
+            yield session
+            await session.commit()
+
+    async def recheck(self) -> None:
+        """Unauthenticated once the credential of the connection no longer validates."""
+        now = time.monotonic()
+        if now - self.checked_at < RECHECK_SECONDS:
+            return
+        resources = self.resources
+        async with resources.session(writes=False) as session:
+            try:
+                await resolve_credential(
+                    session, self.authorization, resources.secret_key, resources.credential_cache
+                )
+            except DomainError as exc:
+                raise Unauthenticated(exc.message) from exc
+        self.checked_at = now
+
+
+@strawberry.type(description="Something that happened in the organization, as webhooks get it.")
+class Event:
+    id: strawberry.ID
+    type: str
+    created_at: datetime
+    organization_id: str
+    livemode: bool
+    data: JSON = strawberry.field(description="The resource as REST returned it at that moment")
+
+
+def as_event(body: dict[str, Any]) -> Event:
+    return Event(
+        id=strawberry.ID(body["id"]),
+        type=body["type"],
+        created_at=datetime.fromisoformat(body["created_at"]),
+        organization_id=body["organization_id"],
+        livemode=body["livemode"],
+        data=body["data"],
+    )
+
+
+def _invalid_types(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": "invalid_input", "field": "types"})
+
+
+def wanted_types(types: list[str] | None) -> frozenset[str] | None:
+    """The event types asked for (None: every type); unknown names are refused by name."""
+    if types is None:
+        return None
+    if not types:
+        raise _invalid_types("types must name at least one event; leave it out for every event")
+    unknown = [name for name in dict.fromkeys(types) if name not in _STREAMED]
+    if unknown:
+        raise _invalid_types(
+            f"Unknown event type(s): {', '.join(unknown)}. "
+            f"Allowed types: {', '.join(STREAMED_EVENTS)}"
+        )
+    return frozenset(types)
+
+
+async def _relay(
+    context: SocketContext, subject: Subject, wanted: frozenset[str] | None
+) -> AsyncGenerator[Event, None]:
+    stream = context.resources.event_stream.subscribe(subject.organization_id)
+    try:
+        async for body in stream:
+            # A test key sees test-mode events only, a live key live ones, as with webhooks.
+            if body.get("livemode") is not subject.livemode:
+                continue
+            if wanted is not None and body.get("type") not in wanted:
+                continue
+            await context.recheck()
+            yield as_event(body)
+    except GraphQLError:
+        raise
+    except Exception as exc:
+        # e.g. Redis gone: Strawberry would send str(exc) to the client; log it, say less.
+        logger.exception("event stream failed", organization_id=subject.organization_id)
+        raise GraphQLError(
+            "The event stream was interrupted; subscribe again",
+            extensions={"code": "stream_interrupted"},
+        ) from exc
+    finally:
+        # Unsubscribes now rather than whenever the stream is garbage collected.
+        if isinstance(stream, AsyncGenerator):
+            await stream.aclose()
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        extensions=requires(Scope.WEBHOOKS_ADMIN),
+        description=(
+            "The organization's events of the credential's mode (test or live) as they "
+            "happen; `types` keeps only the named ones. Best effort: webhooks are durable."
+        ),
+    )
+    async def events(
+        self, info: Info[Context, None], types: list[str] | None = None
+    ) -> AsyncGenerator[Event, None]:
+        # Not a generator itself: bad arguments are refused before the subscription starts,
+        # as an `error` message rather than a `next` carrying errors.
+        context = info.context
+        if not isinstance(context, SocketContext):
+            raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
+        subject = context.require_subject()
+        return _relay(context, subject, wanted_types(types))

@@ -1,0 +1,127 @@
+"""The real carrier: a client of a Twilio-compatible REST API (2010-04-01 Calls resource).
+
+Requests are form-encoded with HTTP basic auth (account SID, auth token); answers are JSON,
+errors `{code, message, more_info, status}`. The carrier reports each call's progress to the
+StatusCallback URL given when the call is placed (POST /webhooks/telephony/status).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+from xml.sax.saxutils import escape
+
+import httpx
+
+from app.integrations.telephony.base import CallDetails, CallPlacement, CarrierError, PlacedCall
+
+API_VERSION = "2010-04-01"
+# Every progress step is reported, so a call shows as under way as soon as it rings.
+STATUS_CALLBACK_EVENTS = ("initiated", "ringing", "answered", "completed")
+
+
+def greeting_twiml(greeting: str) -> str:
+    """What the callee hears when they answer."""
+    return f"<Response><Say>{escape(greeting)}</Say></Response>"
+
+
+class TwilioCarrier:
+    """Live calls. One instance per process; `aclose()` releases its connections."""
+
+    def __init__(
+        self,
+        base_url: str,
+        account_sid: str,
+        auth_token: str,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.account_sid = account_sid
+        self._base = base_url.rstrip("/")
+        self._client = httpx.AsyncClient(
+            auth=(account_sid, auth_token), timeout=timeout, transport=transport
+        )
+
+    def _url(self, path: str) -> str:
+        return f"{self._base}/{API_VERSION}/Accounts/{self.account_sid}/{path}"
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def create_call(self, placement: CallPlacement) -> PlacedCall:
+        form: list[tuple[str, str]] = [
+            ("To", placement.to_number),
+            ("From", placement.from_number),
+            ("Twiml", greeting_twiml(placement.greeting)),
+            ("StatusCallback", placement.status_callback_url),
+            ("StatusCallbackMethod", "POST"),
+            *(("StatusCallbackEvent", event) for event in STATUS_CALLBACK_EVENTS),
+            ("Record", "true" if placement.record else "false"),
+        ]
+        body = await self._request(
+            "POST",
+            "Calls.json",
+            content=urlencode(form),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+        return PlacedCall(sid=str(body["sid"]), status=str(body.get("status") or "queued"))
+
+    async def fetch_call(self, sid: str) -> CallDetails:
+        """The call's final figures: duration, price (negative in Twilio's answer: a charge),
+        and its first recording's media URL."""
+        body = await self._request("GET", f"Calls/{sid}.json")
+        recordings = await self._request("GET", f"Calls/{sid}/Recordings.json")
+        return CallDetails(
+            sid=sid,
+            status=str(body.get("status") or ""),
+            duration_seconds=_int_or_none(body.get("duration")),
+            cost=_cost(body.get("price")),
+            recording_url=self._recording_url(recordings),
+        )
+
+    def _recording_url(self, listing: dict[str, Any]) -> str | None:
+        items = listing.get("recordings") or []
+        if not items:
+            return None
+        return f"{self._url('Recordings')}/{items[0]['sid']}.mp3"
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            response = await self._client.request(method, self._url(path), **kwargs)
+        except httpx.TimeoutException as exc:
+            raise CarrierError("the carrier did not answer in time") from exc
+        except httpx.TransportError as exc:
+            raise CarrierError(f"the carrier could not be reached: {type(exc).__name__}") from exc
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if response.is_success and isinstance(body, dict):
+            return body
+        if isinstance(body, dict) and "message" in body:
+            code = body.get("code")
+            raise CarrierError(
+                f"carrier error {code}: {body['message']}",
+                status=response.status_code,
+                code=code if isinstance(code, int) else None,
+            )
+        raise CarrierError(
+            f"the carrier answered {response.status_code} without an error body",
+            status=response.status_code if not response.is_success else 502,
+        )
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _cost(price: Any) -> float | None:
+    """Twilio reports what a call cost as a negative decimal string ("-0.01300")."""
+    try:
+        return None if price is None else abs(float(price))
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,266 @@
+"""The real platform: Meta's Graph API v19.0 over httpx.
+
+The channel's access token is the only credential (a bearer header, never a query parameter,
+so it stays out of logs). Failures are Meta's error envelopes mapped to typed errors
+(errors.py). Throttling and 5xx answers are tried again with exponential backoff and full
+jitter, or after `Retry-After` when the platform names a wait; a POST is repeated after a
+transport failure only when the request never left (connect errors), so a send is not doubled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import structlog
+
+from app.integrations.whatsapp.errors import PlatformUnavailable, WhatsAppError, from_error_body
+from app.integrations.whatsapp.types import (
+    GRAPH_API_VERSION,
+    CreatedTemplate,
+    LibraryFilters,
+    PlatformTemplate,
+    SentMessage,
+    TemplateMessage,
+    TemplateSpec,
+)
+
+logger = structlog.get_logger("switchboard.whatsapp")
+
+Sleep = Callable[[float], Awaitable[None]]
+# A listing that never ends is a platform bug; stop rather than loop forever.
+MAX_PAGES = 200
+PAGE_SIZE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        ceiling = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
+        return random.uniform(0, ceiling)  # full jitter: retries of many callers spread out
+
+
+DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+class GraphApiClient:
+    """One access token against one Graph API base URL (`SWITCHBOARD_GRAPH_API_URL`)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        access_token: str,
+        *,
+        http: httpx.AsyncClient | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
+        self._origin = urlsplit(base_url)[:2]
+        self._token = access_token
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient(timeout=timeout)
+        self._timeout = timeout
+        self.retry = retry or RetryPolicy()
+        self._sleep = sleep
+
+    async def __aenter__(self) -> GraphApiClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    # --- transport ---------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+    ) -> Any:
+        headers = {"Authorization": f"Bearer {self._token}"}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(
+                    method, url, params=params, json=json, headers=headers, timeout=self._timeout
+                )
+            except httpx.TransportError as exc:
+                unreachable = PlatformUnavailable(
+                    f"Messaging platform unreachable: {type(exc).__name__}"
+                )
+                never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+                if (method != "POST" or never_sent) and attempt < self.retry.attempts:
+                    await self._sleep(self.retry.backoff(attempt, None))
+                    continue
+                raise unreachable from exc
+            if response.is_success:
+                try:
+                    return response.json()
+                except ValueError as exc:
+                    raise PlatformUnavailable(
+                        "Messaging platform answered with invalid JSON"
+                    ) from exc
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            error = from_error_body(body, response.status_code, _retry_after(response))
+            if error.retryable and attempt < self.retry.attempts:
+                delay = self.retry.backoff(attempt, error.retry_after)
+                logger.info(
+                    "platform asked to retry",
+                    status=response.status_code,
+                    code=error.code,
+                    attempt=attempt,
+                    delay=round(delay, 3),
+                )
+                await self._sleep(delay)
+                continue
+            raise error
+
+    def _same_origin(self, url: str) -> bool:
+        return urlsplit(url)[:2] == self._origin
+
+    # --- templates ---------------------------------------------------------------------
+
+    async def create_template(
+        self, business_account_id: str, spec: TemplateSpec
+    ) -> CreatedTemplate:
+        body = await self._request(
+            "POST",
+            f"{self.root}/{business_account_id}/message_templates",
+            json={
+                "name": spec.name,
+                "language": spec.language,
+                "category": spec.category,
+                "components": spec.components,
+            },
+        )
+        return CreatedTemplate(
+            id=str(body["id"]),
+            status=str(body.get("status", "PENDING")),
+            category=str(body.get("category", spec.category)),
+        )
+
+    async def list_templates(self, business_account_id: str) -> list[PlatformTemplate]:
+        url: str | None = f"{self.root}/{business_account_id}/message_templates"
+        params: dict[str, Any] | None = {
+            "fields": "id,name,language,category,status,components,quality_score,rejected_reason",
+            "limit": PAGE_SIZE,
+        }
+        templates: list[PlatformTemplate] = []
+        for _page in range(MAX_PAGES):
+            if url is None:
+                return templates
+            body = await self._request("GET", url, params=params)
+            templates.extend(_platform_template(item) for item in body.get("data", []))
+            following = (body.get("paging") or {}).get("next")
+            # `next` is a full URL with the query already in it; never send the token elsewhere.
+            if isinstance(following, str) and self._same_origin(following):
+                url, params = following, None
+            else:
+                url = None
+        raise PlatformUnavailable(f"Template listing did not end after {MAX_PAGES} pages")
+
+    async def delete_template(
+        self, business_account_id: str, name: str, platform_template_id: str | None
+    ) -> None:
+        params = {"name": name}
+        if platform_template_id:
+            params["hsm_id"] = platform_template_id
+        await self._request(
+            "DELETE", f"{self.root}/{business_account_id}/message_templates", params=params
+        )
+
+    async def browse_library(self, filters: LibraryFilters) -> list[dict[str, Any]]:
+        body = await self._request(
+            "GET", f"{self.root}/message_template_library", params=filters.as_query()
+        )
+        data = body.get("data", [])
+        return [item for item in data if isinstance(item, dict)]
+
+    # --- messages ----------------------------------------------------------------------
+
+    async def _send(self, phone_number_id: str, payload: dict[str, Any]) -> SentMessage:
+        body = await self._request(
+            "POST",
+            f"{self.root}/{phone_number_id}/messages",
+            json={"messaging_product": "whatsapp", "recipient_type": "individual", **payload},
+        )
+        try:
+            message_id = str(body["messages"][0]["id"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise WhatsAppError("Messaging platform accepted the message without an id") from exc
+        contacts = body.get("contacts") or [{}]
+        return SentMessage(message_id, str(contacts[0].get("wa_id", payload["to"].lstrip("+"))))
+
+    async def send_text(self, phone_number_id: str, to: str, body: str) -> SentMessage:
+        return await self._send(
+            phone_number_id,
+            {"to": to, "type": "text", "text": {"preview_url": False, "body": body}},
+        )
+
+    async def send_template(
+        self, phone_number_id: str, to: str, template: TemplateMessage
+    ) -> SentMessage:
+        payload: dict[str, Any] = {"name": template.name, "language": {"code": template.language}}
+        if template.body_parameters:
+            payload["components"] = [
+                {
+                    "type": "body",
+                    "parameters": [
+                        {"type": "text", "text": text} for text in template.body_parameters
+                    ],
+                }
+            ]
+        return await self._send(
+            phone_number_id, {"to": to, "type": "template", "template": payload}
+        )
+
+
+def _platform_template(item: dict[str, Any]) -> PlatformTemplate:
+    quality = item.get("quality_score")
+    score = quality.get("score") if isinstance(quality, dict) else quality
+    score = score if score in ("GREEN", "YELLOW", "RED") else ""
+    reason = item.get("rejected_reason")
+    return PlatformTemplate(
+        id=str(item["id"]),
+        name=str(item["name"]),
+        language=str(item.get("language", "")),
+        category=str(item.get("category", "")),
+        status=str(item.get("status", "PENDING")),
+        components=list(item.get("components") or []),
+        quality_score=score,
+        rejected_reason=reason if isinstance(reason, str) and reason != "NONE" else None,
+    )

@@ -1,0 +1,60 @@
+"""The platform a channel's work goes to: the simulator in test mode, Meta's Graph API live."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.config import Settings
+from app.integrations.whatsapp.client import GraphApiClient
+from app.integrations.whatsapp.simulator import Simulator
+from app.integrations.whatsapp.types import WhatsAppPlatform
+from app.kit import outbox
+from app.kit.clock import utcnow
+
+# The job that hands a simulated callback to the inbound webhook handler.
+CALLBACK_ACTOR = "whatsapp.callback"
+CALLBACK_QUEUE = "default"
+
+
+class OutboxCallbacks:
+    """Simulator callbacks as outbox jobs of the caller's transaction: they reach the inbound
+    handler only once the work that caused them is committed, and survive a crash."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    def post(self, body: bytes, signature: str, delay: float) -> None:
+        at = utcnow() + timedelta(seconds=delay) if delay > 0 else None
+        outbox.schedule(
+            self._session, CALLBACK_ACTOR, body.decode(), signature, queue=CALLBACK_QUEUE, at=at
+        )
+
+
+@asynccontextmanager
+async def platform_for(
+    *,
+    livemode: bool,
+    access_token: str,
+    business_account_id: str,
+    display_phone_number: str,
+    settings: Settings,
+    session: AsyncSession | None,
+) -> AsyncIterator[WhatsAppPlatform]:
+    """Test mode needs `session` (the simulator records there); live work never holds one."""
+    if not livemode:
+        if session is None:
+            raise ValueError("the simulator records in a session; none was given")
+        yield Simulator(
+            session,
+            OutboxCallbacks(session),
+            settings.whatsapp_app_secret_value(),
+            business_account_id=business_account_id,
+            display_phone_number=display_phone_number,
+        )
+        return
+    async with GraphApiClient(settings.graph_api_url, access_token) as client:
+        yield client

@@ -1,0 +1,1 @@
+"""Message templates registered with the messaging platform, and its template library."""

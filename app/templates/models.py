@@ -1,0 +1,88 @@
+"""Message templates: stored here, reviewed and kept by the messaging platform."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import Boolean, CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
+from app.kit.clock import utcnow
+
+
+class TemplateStatus(StrEnum):
+    PENDING = "PENDING"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+
+
+class TemplateCategory(StrEnum):
+    MARKETING = "MARKETING"
+    UTILITY = "UTILITY"
+    AUTHENTICATION = "AUTHENTICATION"
+
+
+class MessageTemplate(TimestampMixin, Base):
+    __tablename__ = "message_templates"
+    __table_args__ = (
+        CheckConstraint("status IN ('PENDING', 'APPROVED', 'REJECTED')", name="status"),
+        # The platform's rule (one name + language per business account), per organization.
+        UniqueConstraint("organization_id", "business_account_id", "name", "language"),
+        # Serves the newest-first list (envelope A) of one organization.
+        Index(
+            "ix_message_templates_organization_id_created_at_id",
+            "organization_id",
+            "created_at",
+            "id",
+        ),
+        # Status and quality callbacks find a template by the platform's id.
+        Index(
+            "ix_message_templates_business_account_id_platform_template_id",
+            "business_account_id",
+            "platform_template_id",
+        ),
+        Index("ix_message_templates_channel_id", "channel_id"),
+    )
+
+    id: Mapped[str] = id_column()
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
+    # The channel's token submits and syncs it; a template goes with its channel.
+    channel_id: Mapped[str] = mapped_column(ForeignKey("channels.id", ondelete="CASCADE"))
+    business_account_id: Mapped[str] = mapped_column(String(64))
+    platform_template_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    name: Mapped[str] = mapped_column(String(255))
+    language: Mapped[str] = mapped_column(String(20))
+    category: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(16), default=TemplateStatus.PENDING.value)
+    components: Mapped[list[Any]] = mapped_column(JSONType)
+    quality_score: Mapped[str] = mapped_column(String(8), default="")
+    # Why the platform (or the pre-flight rules) refused it.
+    rejected_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The last failure to reach the platform while submitting (retried); null once submitted.
+    submission_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    livemode: Mapped[bool] = mapped_column(Boolean)
+
+
+# The simulator's record of what the platform holds (test mode only; the domain never reads
+# it): the templates of each business account, as the real platform keeps them.
+class SimulatedTemplate(Base):
+    __tablename__ = "whatsapp_simulator_templates"
+    # The platform's rule: one template per name and language in a business account.
+    __table_args__ = (UniqueConstraint("business_account_id", "name", "language"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    business_account_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(255))
+    language: Mapped[str] = mapped_column(String(20))
+    category: Mapped[str] = mapped_column(String(20))
+    components: Mapped[list[Any]] = mapped_column(JSONType)
+    status: Mapped[str] = mapped_column(String(16))
+    quality_score: Mapped[str] = mapped_column(String(8), default="")
+    rejected_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(timezone=True), default=utcnow)
+
+
+__all__ = ["MessageTemplate", "SimulatedTemplate", "TemplateCategory", "TemplateStatus"]

@@ -1,0 +1,89 @@
+"""Every query on message templates. Requests go through the organization-scoped repository;
+platform callbacks (which name a business account, not an organization) through
+`templates_for_platform_id`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from sqlalchemy import ColumnElement, false, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.kit.pagination import NumberedPage, PageParams
+from app.kit.repository import OrgScopedRepository
+from app.templates.models import MessageTemplate
+
+_DUPLICATE_MARKERS = ("uq_message_templates_organization_id", "message_templates.name")
+
+
+class TemplateRepository(OrgScopedRepository[MessageTemplate]):
+    model = MessageTemplate
+    list_columns: ClassVar = tuple(MessageTemplate.__table__.columns)
+
+    def _visible(self, test_mode_only: bool) -> list[ColumnElement[bool]]:
+        conditions = [MessageTemplate.organization_id == self.organization_id]
+        if test_mode_only:
+            conditions.append(MessageTemplate.livemode == false())
+        return conditions
+
+    async def numbered_page(self, params: PageParams, *, test_mode_only: bool) -> NumberedPage[Any]:
+        conditions = self._visible(test_mode_only)
+        total = await self.session.scalar(
+            select(func.count()).select_from(MessageTemplate).where(*conditions)
+        )
+        rows = await self.session.execute(
+            select(*self.list_columns)
+            .where(*conditions)
+            .order_by(MessageTemplate.created_at.desc(), MessageTemplate.id.desc())
+            .limit(params.size)
+            .offset(params.offset)
+        )
+        return NumberedPage(list(rows.all()), int(total or 0), params)
+
+    async def for_account(self, business_account_id: str) -> list[MessageTemplate]:
+        rows = await self._execute(
+            self.scoped(select(MessageTemplate)).where(
+                MessageTemplate.business_account_id == business_account_id
+            )
+        )
+        return list(rows.scalars().all())
+
+    @staticmethod
+    def is_duplicate(exc: IntegrityError) -> bool:
+        message = str(exc.orig)
+        return any(marker in message for marker in _DUPLICATE_MARKERS)
+
+
+async def template_by_id(session: AsyncSession, template_id: str) -> MessageTemplate | None:
+    """For the submission job, which holds only an id (written by a scoped request)."""
+    return await session.get(MessageTemplate, template_id)
+
+
+async def templates_for_platform_id(
+    session: AsyncSession,
+    business_account_id: str,
+    platform_template_id: str,
+    name: str,
+    language: str,
+) -> Sequence[MessageTemplate]:
+    """The templates a platform callback is about, in every organization that holds them:
+    by the platform's id, else (not yet stored) by name and language."""
+    rows = await session.scalars(
+        select(MessageTemplate).where(
+            MessageTemplate.business_account_id == business_account_id,
+            MessageTemplate.platform_template_id == platform_template_id,
+        )
+    )
+    found = list(rows.all())
+    if found or not name:
+        return found
+    rows = await session.scalars(
+        select(MessageTemplate).where(
+            MessageTemplate.business_account_id == business_account_id,
+            MessageTemplate.name == name,
+            MessageTemplate.language == language,
+        )
+    )
+    return list(rows.all())

@@ -1,0 +1,221 @@
+"""Template inputs shared by REST and GraphQL, and the public (REST) shape."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from app.kit.pagination import MAX_LIMIT
+from app.templates.models import TemplateCategory
+
+MAX_COMPONENTS = 10
+# Keeps the row offset inside a 64-bit integer (SQLite refuses larger ones).
+MAX_PAGE = 2**31 - 1
+MAX_COMPONENT_BUTTONS = 20  # the content rule (10) is the validator's: this only bounds input
+
+TemplateName = Annotated[
+    str, StringConstraints(min_length=1, max_length=255, pattern=r"^[a-z0-9_]+$")
+]
+# `en_US`, `es`, `pt_BR`, `zh_Hant_HK`…
+Language = Annotated[
+    str, StringConstraints(min_length=2, max_length=20, pattern=r"^[A-Za-z]{2,3}(_[A-Za-z0-9]+)*$")
+]
+ShortText = Annotated[str, StringConstraints(max_length=100)]
+
+
+class ComponentType(StrEnum):
+    HEADER = "HEADER"
+    BODY = "BODY"
+    FOOTER = "FOOTER"
+    BUTTONS = "BUTTONS"
+
+
+class HeaderFormat(StrEnum):
+    TEXT = "TEXT"
+    IMAGE = "IMAGE"
+    VIDEO = "VIDEO"
+    DOCUMENT = "DOCUMENT"
+
+
+class ButtonType(StrEnum):
+    QUICK_REPLY = "QUICK_REPLY"
+    URL = "URL"
+    PHONE_NUMBER = "PHONE_NUMBER"
+    OTP = "OTP"
+
+
+class Button(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: ButtonType
+    text: str | None = Field(default=None, max_length=2000)
+    url: str | None = Field(default=None, max_length=2000)
+    phone_number: str | None = Field(default=None, max_length=50)
+
+
+class Component(BaseModel):
+    """One component; Meta's content rules (lengths, variables, button mix) are the
+    pre-flight validator's, so a template breaking them is stored and REJECTED by name."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: ComponentType
+    format: HeaderFormat | None = None
+    text: str | None = Field(default=None, max_length=4096)
+    buttons: list[Button] | None = Field(default=None, max_length=MAX_COMPONENT_BUTTONS)
+    example: dict[str, Any] | None = None
+
+    def as_platform(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class TemplateContent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: TemplateName
+    language: Language
+    category: TemplateCategory
+    components: list[Component] = Field(max_length=MAX_COMPONENTS)
+
+    def platform_components(self) -> list[dict[str, Any]]:
+        return [component.as_platform() for component in self.components]
+
+
+class TemplateCreate(TemplateContent):
+    channel_id: UUID
+
+
+class TemplateValidate(TemplateContent):
+    """A dry run: the same fields, the channel not needed."""
+
+
+class TemplateSync(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    channel_id: UUID
+
+
+class LibraryQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    channel_id: UUID
+    search: ShortText | None = None
+    topic: ShortText | None = None
+    usecase: ShortText | None = None
+    industry: ShortText | None = None
+    language: ShortText | None = None
+    name: ShortText | None = None
+
+
+class LibraryCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    channel_id: UUID
+    name: TemplateName
+    language: Language | None = None
+    # Example values of the library body's positional parameters, in order.
+    body_params: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] | None = (
+        Field(default=None, max_length=20)
+    )
+
+
+class TemplatePageQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
+    page: int = Field(default=1, ge=1, le=MAX_PAGE)
+
+
+class TemplateResponse(BaseModel):
+    """The REST shape (MessageTemplateResponse, plus why it was refused or is waiting)."""
+
+    id: str
+    account_id: str
+    channel_id: str
+    business_account_id: str
+    platform_template_id: str | None
+    name: str
+    language: str
+    category: str
+    status: str
+    components: list[dict[str, Any]]
+    quality_score: str
+    rejected_reason: str | None
+    submission_error: str | None
+    created_at: str
+    updated_at: str
+
+
+class SyncResponse(BaseModel):
+    success: bool
+    message: str
+    synced_count: int
+
+
+class Violation(BaseModel):
+    rule: str
+    message: str
+
+
+class ValidationResponse(BaseModel):
+    valid: bool
+    violations: list[Violation]
+
+
+class LibraryTemplate(BaseModel):
+    id: str
+    name: str
+    language: str
+    category: str
+    topic: str
+    usecase: str
+    industry: str
+    header: dict[str, Any] | None
+    body: str
+    body_params: list[str]
+    buttons: list[dict[str, Any]]
+
+
+class LibraryResponse(BaseModel):
+    data: list[LibraryTemplate]
+
+
+def template_to_public(template: Any) -> dict[str, Any]:
+    return {
+        "id": template.id,
+        "account_id": template.organization_id,
+        "channel_id": template.channel_id,
+        "business_account_id": template.business_account_id,
+        "platform_template_id": template.platform_template_id,
+        "name": template.name,
+        "language": template.language,
+        "category": template.category,
+        "status": template.status,
+        "components": template.components,
+        "quality_score": template.quality_score,
+        "rejected_reason": template.rejected_reason,
+        "submission_error": template.submission_error,
+        "created_at": template.created_at,
+        "updated_at": template.updated_at,
+    }
+
+
+def library_to_public(entry: dict[str, Any]) -> dict[str, Any]:
+    """A library entry in the spec's shape, whichever platform answered it."""
+    header = entry.get("header")
+    return {
+        "id": str(entry.get("id", "")),
+        "name": str(entry.get("name", "")),
+        "language": str(entry.get("language", "")),
+        "category": str(entry.get("category", "")),
+        "topic": str(entry.get("topic", "")),
+        "usecase": str(entry.get("usecase", "")),
+        "industry": str(entry.get("industry", "")),
+        "header": header if isinstance(header, dict) else None,
+        "body": str(entry.get("body", "")),
+        "body_params": [str(p) for p in entry.get("body_params") or []],
+        "buttons": [b for b in entry.get("buttons") or [] if isinstance(b, dict)],
+    }

@@ -1,0 +1,111 @@
+"""The webhooks domain's job: one delivery attempt of one (event, subscription).
+
+Attempts run detached on the worker's event loop (they hold no worker thread while the
+receiver answers) and pass the process's `EndpointGate` first: an endpoint at its cap or with
+an open circuit has the delivery deferred in the outbox, without an attempt.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from prometheus_client import Counter, Histogram
+
+from app.config import Settings
+from app.kit.clock import utcnow
+from app.kit.jobs import JobContext, Task
+from app.webhooks import delivery
+from app.webhooks.sender import AttemptOutcome, EndpointGate, WebhookSender
+
+WEBHOOK_DELIVERIES = Counter(
+    "switchboard_webhook_delivery_attempts_total",
+    "Webhook delivery attempts by outcome",
+    ["outcome"],  # success | http_error | network_error | refused
+)
+WEBHOOK_LATENCY = Histogram(
+    "switchboard_webhook_delivery_seconds",
+    "Duration of one webhook delivery attempt",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+WEBHOOK_DEFERRED = Counter(
+    "switchboard_webhook_deliveries_deferred_total",
+    "Delivery runs deferred without an attempt (endpoint at its cap, or its circuit open)",
+)
+
+
+def open_sender(settings: Settings) -> WebhookSender:
+    return WebhookSender(
+        allow_private=settings.allow_private_webhook_urls,
+        timeout_seconds=settings.webhook_timeout_seconds,
+    )
+
+
+def open_gate(settings: Settings) -> EndpointGate:
+    return EndpointGate(
+        concurrency=settings.webhook_endpoint_concurrency,
+        failures_to_open=settings.webhook_breaker_failures,
+        open_seconds=settings.webhook_breaker_seconds,
+        # A slot frees within one attempt's timeout.
+        busy_defer_seconds=settings.webhook_timeout_seconds,
+    )
+
+
+async def deliver_webhook(job: JobContext) -> datetime | None:
+    (delivery_id,) = job.args
+    runtime = job.runtime
+    async with runtime.statements(transaction=False) as runner:
+        target = await delivery.load_target(runner, delivery_id)
+    if target is None:
+        return None
+    if not target.active:
+        async with runtime.resources.session(writes=True) as session:
+            await delivery.close_inactive(session, target)
+            await job.settle(session, None)
+            await session.commit()
+        return None
+    gate = runtime.shared(open_gate)
+    wait = await gate.admit(target.subscription_id)
+    if wait is not None:
+        WEBHOOK_DEFERRED.inc()
+        return utcnow() + timedelta(seconds=wait)  # a clean reschedule: no attempt counted
+    outcome: AttemptOutcome | None = None
+    try:
+        outcome = await delivery.send_attempt(runtime.shared(open_sender), target)
+    finally:
+        gate.release(target.subscription_id, outcome is not None and outcome.success)
+    WEBHOOK_DELIVERIES.labels(_outcome_label(outcome)).inc()
+    WEBHOOK_LATENCY.observe(outcome.duration_ms / 1000)
+    if outcome.success:
+        # One statement on the driver; one session transaction elsewhere: atomic either way.
+        async with runtime.statements(transaction=False) as runner:
+            await delivery.record_success_and_finish(runner, target, outcome, job.job_id, job.token)
+            job.settled = True
+        return None
+    async with runtime.resources.session(writes=True) as session:
+        again = await delivery.record_failure(
+            session, target, outcome, retry_scale=runtime.settings.webhook_retry_scale
+        )
+        await job.settle(session, again)
+        await session.commit()
+    return again
+
+
+def _outcome_label(outcome: AttemptOutcome) -> str:
+    if outcome.success:
+        return "success"
+    if outcome.status_code is not None:
+        return "http_error"
+    if outcome.error and outcome.error.startswith("refused"):
+        return "refused"
+    return "network_error"
+
+
+TASKS = (
+    Task(
+        delivery.DELIVER_ACTOR,
+        delivery.WEBHOOKS_QUEUE,
+        deliver_webhook,
+        detached=True,
+        priority=10,
+    ),
+)

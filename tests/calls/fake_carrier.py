@@ -1,0 +1,177 @@
+"""A local carrier speaking the Twilio 2010-04-01 REST wire format, on a real socket.
+
+Calls.json takes form-encoded calls behind basic auth and answers 201 JSON; errors are
+Twilio's `{code, message, more_info, status}` bodies. Every request is kept, so tests can
+also prove that nothing reached it. `send_status` posts a status callback signed as the
+carrier signs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from app.integrations.telephony.signature import SIGNATURE_HEADER, compute_signature
+
+ACCOUNT_SID = "AC" + "0" * 32
+AUTH_TOKEN = "fake-carrier-auth-token-0123456789"
+INVALID_NUMBER = "+15005550001"  # the carrier refuses it (error 21211)
+OUTAGE_NUMBER = "+15005550500"  # the carrier answers 503
+
+
+def _error(status: int, code: int, message: str) -> JSONResponse:
+    return JSONResponse(
+        {
+            "code": code,
+            "message": message,
+            "more_info": f"https://www.twilio.com/docs/errors/{code}",
+            "status": status,
+        },
+        status_code=status,
+    )
+
+
+@dataclass
+class FakeCarrier:
+    requests: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _authorized(self, request: Request) -> bool:
+        expected = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
+        return request.headers.get("authorization") == f"Basic {expected}"
+
+    async def create_call(self, request: Request) -> Response:
+        form = [(k, str(v)) for k, v in (await request.form()).multi_items()]
+        with self.lock:
+            self.requests.append(("POST", request.url.path, form))
+        if not self._authorized(request) or request.path_params["account"] != ACCOUNT_SID:
+            return _error(401, 20003, "Authenticate")
+        values = dict(form)
+        if values.get("To") == INVALID_NUMBER or not values.get("To", "").startswith("+"):
+            return _error(
+                400, 21211, f"The 'To' number {values.get('To')} is not a valid phone number."
+            )
+        if values.get("To") == OUTAGE_NUMBER:
+            return _error(503, 20503, "Service unavailable")
+        if "StatusCallback" not in values:
+            return _error(400, 21205, "StatusCallback is required by this fake")
+        sid = "CA" + secrets.token_hex(16)
+        call = {
+            "sid": sid,
+            "account_sid": ACCOUNT_SID,
+            "to": values["To"],
+            "from": values["From"],
+            "status": "queued",
+            "duration": None,
+            "price": None,
+            "price_unit": "USD",
+            "status_callback": values["StatusCallback"],
+            "status_callback_events": [v for k, v in form if k == "StatusCallbackEvent"],
+            "twiml": values.get("Twiml"),
+            "recordings": [],
+        }
+        with self.lock:
+            self.calls[sid] = call
+        public = {k: v for k, v in call.items() if k not in ("recordings", "twiml")}
+        return JSONResponse(public, status_code=201)
+
+    async def fetch_call(self, request: Request) -> Response:
+        with self.lock:
+            self.requests.append(("GET", request.url.path, []))
+        call = self.calls.get(request.path_params["sid"])
+        if not self._authorized(request):
+            return _error(401, 20003, "Authenticate")
+        if call is None:
+            return _error(404, 20404, "The requested resource was not found")
+        return JSONResponse({k: v for k, v in call.items() if k not in ("recordings", "twiml")})
+
+    async def list_recordings(self, request: Request) -> Response:
+        with self.lock:
+            self.requests.append(("GET", request.url.path, []))
+        if not self._authorized(request):
+            return _error(401, 20003, "Authenticate")
+        call = self.calls.get(request.path_params["sid"])
+        return JSONResponse({"recordings": call["recordings"] if call else []})
+
+    def finish(self, sid: str, *, duration: int, price: str, recording_sid: str) -> None:
+        """What the carrier knows once the call ended."""
+        with self.lock:
+            call = self.calls[sid]
+            call.update(status="completed", duration=str(duration), price=price)
+            call["recordings"] = [{"sid": recording_sid, "call_sid": sid}]
+
+    def app(self) -> Starlette:
+        prefix = "/2010-04-01/Accounts/{account}"
+        return Starlette(
+            routes=[
+                Route(f"{prefix}/Calls.json", self.create_call, methods=["POST"]),
+                Route(f"{prefix}/Calls/{{sid}}.json", self.fetch_call, methods=["GET"]),
+                Route(
+                    f"{prefix}/Calls/{{sid}}/Recordings.json",
+                    self.list_recordings,
+                    methods=["GET"],
+                ),
+            ]
+        )
+
+
+def signed_status(
+    url: str, params: dict[str, str], token: str = AUTH_TOKEN
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The form and headers of a status callback to `url`, signed as the carrier does."""
+    signature = compute_signature(token, url, params.items())
+    return params, {SIGNATURE_HEADER: signature}
+
+
+class ServedApp:
+    """An ASGI app served by uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
+
+    def start(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("local server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+class RunningCarrier:
+    """The fake carrier on a real socket."""
+
+    def __init__(self) -> None:
+        self.carrier = FakeCarrier()
+        self._served = ServedApp(self.carrier.app())
+        self.url = ""
+
+    def __enter__(self) -> RunningCarrier:
+        self.url = self._served.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._served.stop()

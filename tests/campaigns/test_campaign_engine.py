@@ -1,0 +1,122 @@
+"""Campaigns through the real job engine: a Dramatiq worker (StubBroker on SQLite and
+PostgreSQL, RedisBroker on PostgreSQL) dispatches, the simulator's signed callbacks reach the
+inbound handler, and a scheduled campaign is started by the outbox sweep from the database,
+even after Redis is flushed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from app.kit.clock import utcnow
+from tests.campaigns.conftest import CAMPAIGNS, CONTACTS
+from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend
+from tests.templates.conftest import TEMPLATES, WABA, template_body
+from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+
+COUNTERS = ("total_contacts_count", "sent_count", "delivered_count", "read_count", "failed_count")
+
+
+@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str | None]]:
+    yield from engine_backend(request, tmp_path_factory, "campaigns")
+
+
+@pytest.fixture
+async def engine(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator[Engine]:
+    url, redis_url = backend
+    async with running_engine(url, tmp_path, redis_url=redis_url) as running:
+        yield running
+
+
+async def prepare(engine: Engine, phones: list[str]) -> tuple[Tenant, dict[str, Any]]:
+    """A tenant with a test-mode channel, an APPROVED template and contacts."""
+    tenant = await engine.tenants.organization()
+    client = engine.client
+    channel = await client.post(
+        "/api/v1/channels",
+        json={
+            "display_phone_number": "+14155550142",
+            "phone_number_id": f"pn{tenant.organization_id[:8]}",
+            "business_account_id": WABA,
+            "access_token": "EAAGtest-token",
+        },
+        headers=tenant.headers,
+    )
+    channel_id = channel.json()["id"]
+    template = await client.post(
+        TEMPLATES,
+        # The simulator's business account is shared by the module's tests: a name each.
+        json=template_body(channel_id, name=f"sale_{tenant.organization_id[:8]}"),
+        headers=tenant.headers,
+    )
+    template_id = template.json()["id"]
+
+    async def approved() -> bool:
+        found = await client.get(f"{TEMPLATES}/{template_id}", headers=tenant.headers)
+        return bool(found.json()["status"] == "APPROVED")
+
+    await eventually(approved)
+    for n, phone in enumerate(phones):
+        response = await client.post(
+            CONTACTS, json={"phone_number": phone, "name": f"P{n}"}, headers=tenant.headers
+        )
+        assert response.status_code == 200
+    body = {
+        "name": "Engine",
+        "chat_phone_number_id": channel_id,
+        "message_template_id": template_id,
+        "audience_type": "all",
+        "template_parameters": {"1": "{{contact.name}}", "2": "A-1"},
+    }
+    return tenant, body
+
+
+async def test_campaign_completes_with_exact_counters(engine: Engine) -> None:
+    phones = ["+15005550001", "+15005550009", "+15005550010", "+14155550100", "+14155550101"]
+    tenant, body = await prepare(engine, phones)
+    client = engine.client
+    created = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
+    campaign_id = created.json()["id"]
+    launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=tenant.headers)
+    assert launched.json()["status"] == "sending"
+
+    async def counters() -> list[Any]:
+        found = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)).json()
+        return [found["status"], *(found[name] for name in COUNTERS)]
+
+    async def settled() -> bool:
+        return await counters() == ["completed", 5, 3, 3, 2, 2]
+
+    await eventually(settled, 20.0)
+
+
+async def test_scheduled_campaign_is_started_by_the_sweep_after_a_broker_flush(
+    engine: Engine, backend: tuple[str, str | None]
+) -> None:
+    tenant, body = await prepare(engine, ["+14155550100", "+14155550101"])
+    client = engine.client
+    start = utcnow() + timedelta(seconds=1)
+    created = await client.post(
+        CAMPAIGNS, json={**body, "scheduled_at": start.isoformat()}, headers=tenant.headers
+    )
+    campaign_id = created.json()["id"]
+    launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=tenant.headers)
+    assert launched.json()["status"] == "scheduled"
+    _url, redis_url = backend
+    if redis_url:
+        redis.Redis.from_url(redis_url).flushdb()  # the schedule is not in Redis
+
+    async def completed() -> bool:
+        found = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)).json()
+        return bool(found["status"] == "completed" and found["read_count"] == 2)
+
+    await eventually(completed, 20.0)
+    assert utcnow() >= start

@@ -1,0 +1,288 @@
+"""A local stand-in for Meta's Graph API v19.0, on a real loopback port.
+
+It speaks the platform's wire format: bearer-token auth answered with error 190, the error
+envelope `{"error": {message, type, code, error_subcode, fbtrace_id}}`, cursor paging with
+`paging.cursors` and a full `paging.next` URL, the template library's filters, the messages
+endpoint's answer, and signed webhook callbacks. Faults are scripted per path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from app.integrations.whatsapp import library, payloads
+from app.integrations.whatsapp.errors import error_body
+from app.integrations.whatsapp.types import LibraryFilters
+
+VERSION = "/v19.0"
+
+
+@dataclass
+class Fault:
+    """Answer the next `times` requests whose path contains `path` with this instead."""
+
+    path: str
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    times: int = 1
+    method: str | None = None
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    json: Any
+
+
+class FakeGraph:
+    def __init__(self, token: str, page_size: int = 2) -> None:
+        self.token = token
+        self.page_size = page_size
+        self.templates: dict[str, list[dict[str, Any]]] = {}
+        self.messages: list[dict[str, Any]] = []
+        self.faults: list[Fault] = []
+        self.requests: list[Seen] = []
+        self.base_url = ""
+        self._ids = itertools.count(1_000_000_000_000_001)
+        self._lock = threading.Lock()
+
+    # --- scripting ---------------------------------------------------------------------
+
+    def fail(self, path: str, status: int, body: Any = None, **options: Any) -> None:
+        self.faults.append(Fault(path, status, body, **options))
+
+    def fail_with(self, path: str, status: int, code: int, message: str, **options: Any) -> None:
+        self.fail(path, status, error_body(code, message), **options)
+
+    def seen(self, path_part: str) -> list[Seen]:
+        return [seen for seen in self.requests if path_part in seen.path]
+
+    def _fault_for(self, request: Request) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.path in request.url.path and fault.method in (None, request.method):
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self.faults.remove(fault)
+                    return fault
+        return None
+
+    # --- the app -----------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        async def handle(request: Request) -> Response:
+            raw = await request.body()
+            self.requests.append(
+                Seen(
+                    request.method,
+                    request.url.path,
+                    dict(request.query_params),
+                    {key.lower(): value for key, value in request.headers.items()},
+                    _json_or_none(raw),
+                )
+            )
+            fault = self._fault_for(request)
+            if fault is not None:
+                if fault.delay:
+                    await asyncio.sleep(fault.delay)
+                if fault.body is None:
+                    return Response("<html>Bad gateway</html>", fault.status, fault.headers)
+                return JSONResponse(fault.body, fault.status, fault.headers)
+            if request.headers.get("authorization") != f"Bearer {self.token}":
+                return JSONResponse(
+                    error_body(190, "Invalid OAuth access token - Cannot parse access token"), 401
+                )
+            path = request.url.path.removeprefix(VERSION).strip("/").split("/")
+            try:
+                return self._route(request, path, _json_or_none(raw))
+            except KeyError as exc:
+                return JSONResponse(
+                    error_body(100, f"(#100) The parameter {exc.args[0]} is required"), 400
+                )
+
+        return Starlette(routes=[Route("/{path:path}", handle, methods=["GET", "POST", "DELETE"])])
+
+    def _route(self, request: Request, path: list[str], body: Any) -> Response:
+        if path == ["message_template_library"] and request.method == "GET":
+            return self._library(request)
+        if len(path) == 2 and path[1] == "message_templates":
+            waba = path[0]
+            if request.method == "POST":
+                return self._create_template(waba, body or {})
+            if request.method == "GET":
+                return self._list_templates(request, waba)
+            if request.method == "DELETE":
+                return self._delete_template(request, waba)
+        if len(path) == 2 and path[1] == "messages" and request.method == "POST":
+            return self._send(body or {})
+        return JSONResponse(
+            error_body(100, "Unsupported request - method type or path unknown", subcode=33), 400
+        )
+
+    def _create_template(self, waba: str, body: dict[str, Any]) -> Response:
+        for key in ("name", "language", "category"):
+            body[key]
+        templates = self.templates.setdefault(waba, [])
+        if any(t["name"] == body["name"] and t["language"] == body["language"] for t in templates):
+            return JSONResponse(
+                error_body(
+                    100,
+                    "Invalid parameter",
+                    subcode=2388024,
+                    details=f'Message template "{body["name"]}" already exists in this language',
+                ),
+                400,
+            )
+        template = {
+            "id": str(next(self._ids)),
+            "name": body["name"],
+            "language": body["language"],
+            "category": body["category"],
+            "components": body.get("components", []),
+            "status": "PENDING",
+            "quality_score": {"score": "UNKNOWN", "date": int(time.time())},
+        }
+        templates.append(template)
+        return JSONResponse(
+            {"id": template["id"], "status": "PENDING", "category": template["category"]}
+        )
+
+    def _list_templates(self, request: Request, waba: str) -> Response:
+        templates = self.templates.get(waba, [])
+        limit = min(int(request.query_params.get("limit", "25")), self.page_size)
+        after = request.query_params.get("after")
+        start = int(base64.b64decode(after).decode()) if after else 0
+        page = templates[start : start + limit]
+        body: dict[str, Any] = {"data": page}
+        end = start + len(page)
+        if page:
+            body["paging"] = {
+                "cursors": {
+                    "before": base64.b64encode(str(start).encode()).decode(),
+                    "after": base64.b64encode(str(end).encode()).decode(),
+                }
+            }
+            if end < len(templates):
+                cursor = body["paging"]["cursors"]["after"]
+                body["paging"]["next"] = (
+                    f"{self.base_url}{VERSION}/{waba}/message_templates?limit={limit}&after={cursor}"
+                )
+        return JSONResponse(body)
+
+    def _delete_template(self, request: Request, waba: str) -> Response:
+        name = request.query_params["name"]
+        hsm_id = request.query_params.get("hsm_id")
+        templates = self.templates.get(waba, [])
+        keep = [t for t in templates if not (t["name"] == name and hsm_id in (None, t["id"]))]
+        if len(keep) == len(templates):
+            return JSONResponse(
+                error_body(
+                    100,
+                    "Invalid parameter",
+                    subcode=2593002,
+                    details=f"Message template {name} was not found",
+                ),
+                400,
+            )
+        self.templates[waba] = keep
+        return JSONResponse({"success": True})
+
+    def _library(self, request: Request) -> Response:
+        query = request.query_params
+        filters = LibraryFilters(
+            search=query.get("search"),
+            topic=query.get("topic"),
+            usecase=query.get("usecase"),
+            industry=query.get("industry"),
+            language=query.get("language"),
+            name=query.get("name"),
+        )
+        return JSONResponse({"data": library.search(filters)})
+
+    def _send(self, body: dict[str, Any]) -> Response:
+        if body.get("messaging_product") != "whatsapp":
+            return JSONResponse(error_body(100, "(#100) Invalid parameter messaging_product"), 400)
+        to = str(body["to"])
+        message_id = f"wamid.HBgL{next(self._ids)}"
+        self.messages.append({**body, "id": message_id})
+        return JSONResponse(
+            {
+                "messaging_product": "whatsapp",
+                "contacts": [{"input": to, "wa_id": to.lstrip("+")}],
+                "messages": [{"id": message_id}],
+            }
+        )
+
+    # --- callbacks ---------------------------------------------------------------------
+
+    @staticmethod
+    def post_callback(url: str, app_secret: str, payload: dict[str, Any]) -> httpx.Response:
+        """Post a webhook as the platform does: JSON body, signed with the app secret."""
+        body = httpx.Request("POST", url, json=payload).content
+        return httpx.post(
+            url,
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                payloads.SIGNATURE_HEADER: payloads.sign(app_secret, body),
+            },
+        )
+
+
+def _json_or_none(raw: bytes) -> Any:
+    import json
+
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+@contextmanager
+def running_fake_graph(token: str, page_size: int = 2) -> Iterator[FakeGraph]:
+    """The fake on an ephemeral loopback port, in a thread with its own event loop."""
+    graph = FakeGraph(token, page_size)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    host, port = sock.getsockname()[:2]
+    graph.base_url = f"http://{host}:{port}"
+    server = uvicorn.Server(
+        uvicorn.Config(graph.app(), log_level="warning", access_log=False, lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("fake Graph API did not start")
+        time.sleep(0.01)
+    try:
+        yield graph
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
