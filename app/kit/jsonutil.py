@@ -26,17 +26,24 @@ _LONG_DIGITS_TEXT = re.compile(r"\d{19}")
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
-    value = orjson.loads(data)
+    # Hot: every JSON column of every row read goes through here. A text shorter than 19
+    # characters cannot hold a 19-digit run, so most tags and small objects skip the search.
     if isinstance(data, str):
-        long_digits = _LONG_DIGITS_TEXT.search(data) is not None
-    else:
-        long_digits = _LONG_DIGITS_BYTES.search(bytes(data)) is not None
-    if long_digits:
-        try:
-            return json.loads(bytes(data) if isinstance(data, memoryview) else data)
-        except RecursionError:  # nested past the stdlib's stack: keep orjson's reading
-            return value
-    return value
+        if len(data) < 19 or _LONG_DIGITS_TEXT.search(data) is None:
+            return orjson.loads(data)
+        return _exact_loads(data)
+    raw = data if isinstance(data, bytes) else bytes(data)
+    if len(raw) < 19 or _LONG_DIGITS_BYTES.search(raw) is None:
+        return orjson.loads(raw)
+    return _exact_loads(raw)
+
+
+def _exact_loads(data: bytes | str) -> Any:
+    value = orjson.loads(data)  # refuses what is not JSON, as every caller expects
+    try:
+        return json.loads(data)
+    except RecursionError:  # nested past the stdlib's stack: keep orjson's reading
+        return value
 
 
 def _datetime_text(value: datetime | time) -> str:
