@@ -450,7 +450,7 @@ def server(workspace: Workspace) -> Iterator[Server]:
         )
     running = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while True:
             if process.poll() is not None:
                 pytest.fail(f"serve exited with {process.returncode}:\n{running.output()}")
@@ -460,7 +460,7 @@ def server(workspace: Workspace) -> Iterator[Server]:
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"serve did not answer /healthz within 30 s:\n{running.output()}")
+                pytest.fail(f"serve did not answer /healthz within 90 s:\n{running.output()}")
             time.sleep(0.1)
         yield running
     finally:

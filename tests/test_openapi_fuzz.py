@@ -66,8 +66,9 @@ CHECKS = [
 # With a credential that may do everything, the document must also say exactly what the server
 # accepts: a request it calls valid is not refused, one it calls invalid is not accepted.
 AGREEMENT_CHECKS = [*CHECKS, positive_data_acceptance, negative_data_rejection]
-# Per backend, across the three passes: a safety cap against a hung server, far above the
-# ~35 s a run takes on a quiet machine (a loaded one must not cut the fuzzing short).
+# Per pass (each test starts its own): a safety cap against a hung server, far above the
+# ~35 s a whole run takes on a quiet machine (a loaded one must not cut the fuzzing short,
+# nor leave a later pass with nothing to send).
 TIME_BUDGET_SECONDS = 600.0
 # Operations the fuzzer cannot be expected to make succeed: a reply needs a ticket with a
 # channel and an open 24-hour window and exactly one of text or template; a template delete
@@ -851,6 +852,11 @@ def _negation_never_sent(failure: Any, case: Any, response: Any) -> bool:
     return True
 
 
+def _start_budget(target: Target) -> None:
+    target.deadline = time.monotonic() + TIME_BUDGET_SECONDS
+    target.budget_exhausted.clear()
+
+
 def _warn_if_budget_hit(target: Target) -> None:
     if target.budget_exhausted:
         warnings.warn(
@@ -862,6 +868,7 @@ def _warn_if_budget_hit(target: Target) -> None:
 
 def test_fuzz_with_full_access(target: Target, schema: Any) -> None:
     report = Report()
+    _start_budget(target)
     operations = _operations(schema)
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -901,6 +908,7 @@ def _key_without_scope(operation: Any, target: Target) -> str:
 
 def test_fuzz_without_scope_is_403(target: Target, schema: Any) -> None:
     report = Report()
+    _start_budget(target)
     for operation in _operations(schema):
         key = _key_without_scope(operation, target)
         _fuzz(
@@ -931,6 +939,7 @@ BAD_CREDENTIALS: list[dict[str, str]] = [
 
 def test_fuzz_without_credentials_is_401(target: Target, schema: Any) -> None:
     report = Report()
+    _start_budget(target)
     for operation in _operations(schema):
         credentials = itertools.cycle(BAD_CREDENTIALS)
         _fuzz(
