@@ -544,6 +544,7 @@ async def test_agent_tool_urls_go_through_the_url_guard(
     for config, where in (
         ({"custom_tools": [tool]}, "agent_config.custom_tools[0].url"),
         ({"mcp_tools": [{"name": "m", "url": url}]}, "agent_config.mcp_tools[0].url"),
+        ({"llm_base_url": url}, "agent_config.llm_base_url"),
     ):
         response = await client.post(
             AGENTS, json={"name": "A", "agent_config": config}, headers=acme.headers

@@ -37,16 +37,21 @@ async def _get_entity(repository: AgentRepository, agent_id: str) -> Agent:
 
 async def _guard_tool_urls(config: AgentConfig, allow_private: bool, resolver: Resolver) -> None:
     """The outbound URL guard webhooks use (app/webhooks/ssrf.py), on every URL the agent
-    would call: a tool must not reach this host, its private networks or cloud metadata."""
+    would call (tools and the reply endpoint): none may reach this host, its private
+    networks or cloud metadata."""
     urls = [
-        *((f"custom_tools[{index}]", tool.url) for index, tool in enumerate(config.custom_tools)),
-        *((f"mcp_tools[{index}]", tool.url) for index, tool in enumerate(config.mcp_tools)),
+        *(
+            (f"custom_tools[{index}].url", tool.url)
+            for index, tool in enumerate(config.custom_tools)
+        ),
+        *((f"mcp_tools[{index}].url", tool.url) for index, tool in enumerate(config.mcp_tools)),
+        *([("llm_base_url", config.llm_base_url)] if config.llm_base_url else []),
     ]
     for where, url in urls:
         try:
             await resolve_public_addresses(url, allow_private=allow_private, resolver=resolver)
         except InvalidInput as exc:
-            field = f"agent_config.{where}.url"
+            field = f"agent_config.{where}"
             raise InvalidInput(f"{field}: {exc.message}", field=field) from exc
 
 
