@@ -110,5 +110,8 @@ def access_token_of(channel: Channel, box: SecretBox) -> str:
 
 async def delete_channel(session: AsyncSession, subject: Subject, channel_id: str) -> None:
     channel = await get_channel_for_use(session, subject, channel_id)
+    from app.campaigns.service import refuse_channel_deletion_in_use  # campaigns import us
+
+    await refuse_channel_deletion_in_use(session, channel.id)
     await ChannelRepository(session, subject.organization_id).delete(channel)
     await session.flush()

@@ -218,12 +218,7 @@ class GraphApiClient:
             f"{self.root}/{phone_number_id}/messages",
             json={"messaging_product": "whatsapp", "recipient_type": "individual", **payload},
         )
-        try:
-            message_id = str(body["messages"][0]["id"])
-        except (KeyError, IndexError, TypeError) as exc:
-            raise WhatsAppError("Messaging platform accepted the message without an id") from exc
-        contacts = body.get("contacts") or [{}]
-        return SentMessage(message_id, str(contacts[0].get("wa_id", payload["to"].lstrip("+"))))
+        return sent_message_of(body, str(payload["to"]))
 
     async def send_text(self, phone_number_id: str, to: str, body: str) -> SentMessage:
         return await self._send(
@@ -234,19 +229,31 @@ class GraphApiClient:
     async def send_template(
         self, phone_number_id: str, to: str, template: TemplateMessage
     ) -> SentMessage:
-        payload: dict[str, Any] = {"name": template.name, "language": {"code": template.language}}
-        if template.body_parameters:
-            payload["components"] = [
-                {
-                    "type": "body",
-                    "parameters": [
-                        {"type": "text", "text": text} for text in template.body_parameters
-                    ],
-                }
-            ]
-        return await self._send(
-            phone_number_id, {"to": to, "type": "template", "template": payload}
-        )
+        return await self._send(phone_number_id, template_message_payload(to, template))
+
+
+def template_message_payload(to: str, template: TemplateMessage) -> dict[str, Any]:
+    """The messages endpoint's body for one template message (without the envelope fields
+    `messaging_product` and `recipient_type`)."""
+    payload: dict[str, Any] = {"name": template.name, "language": {"code": template.language}}
+    if template.body_parameters:
+        payload["components"] = [
+            {
+                "type": "body",
+                "parameters": [{"type": "text", "text": text} for text in template.body_parameters],
+            }
+        ]
+    return {"to": to, "type": "template", "template": payload}
+
+
+def sent_message_of(body: Any, to: str) -> SentMessage:
+    """The platform's answer to an accepted send, or WhatsAppError when it names no message."""
+    try:
+        message_id = str(body["messages"][0]["id"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise WhatsAppError("Messaging platform accepted the message without an id") from exc
+    contacts = body.get("contacts") or [{}]
+    return SentMessage(message_id, str(contacts[0].get("wa_id", to.lstrip("+"))))
 
 
 def _platform_template(item: dict[str, Any]) -> PlatformTemplate:
