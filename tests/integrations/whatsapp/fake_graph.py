@@ -301,7 +301,7 @@ class FastMessages:
     """`POST /v19.0/{phone_number_id}/messages` with the platform's answer (and error 190 for
     a wrong token), minimal work per request. `GET /_stats` answers the counts: sends, unique
     recipients, duplicates, per phone number id, and the wall-clock time of the first and last
-    send (`?since=<unix time>` also counts the sends received after it)."""
+    send (`?since=<unix time>`: also the count, first and last time of the sends after it)."""
 
     def __init__(self, token: str) -> None:
         self.authorization = f"Bearer {token}"
@@ -360,8 +360,8 @@ class FastMessages:
 
         async def stats(request: web.Request) -> web.Response:
             since = float(request.query.get("since", "0") or 0)
-            after = len(self.times) - bisect.bisect_right(self.times, since) if since else 0
-            last_after = self.times[-1] if after else 0.0
+            start = bisect.bisect_right(self.times, since)
+            after = len(self.times) - start
             return web.json_response(
                 {
                     "sends": self.sends,
@@ -371,7 +371,8 @@ class FastMessages:
                     "first": self.first,
                     "last": self.last,
                     "sends_since": after,
-                    "last_since": last_after,
+                    "first_since": self.times[start] if after else 0.0,
+                    "last_since": self.times[-1] if after else 0.0,
                 }
             )
 
