@@ -30,7 +30,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -100,7 +100,8 @@ def throughput_backoff(retry_after: float | None, consecutive: int) -> float:
     senders of many channels do not all return in the same instant."""
     if retry_after is not None and retry_after > 0:
         return min(retry_after, _HOLD_MAX_SECONDS)
-    ceiling = min(_HOLD_MAX_SECONDS, _HOLD_BASE_SECONDS * 2 ** max(0, consecutive - 1))
+    doubled = _HOLD_BASE_SECONDS * 2.0 ** max(0, consecutive - 1)
+    ceiling: float = min(_HOLD_MAX_SECONDS, doubled)
     return ceiling * random.uniform(0.9, 1.0)
 
 
@@ -247,7 +248,7 @@ class LocalSendGovernor:
 
     def _make_room(self, now: int) -> None:
         """Before adding an entry: once `max_keys` are held, drop those that have run out (a
-        full bucket, a past hold: the same as absent), then if still full the ones ending
+        full bucket, a past hold: the same as absent), then if still full the buckets ending
         soonest, which forgets the least. Freeing a tenth each time keeps it amortised O(1)."""
         if self.key_count < self._max_keys:
             return
@@ -256,10 +257,14 @@ class LocalSendGovernor:
         self._holds = {k: v for k, v in self._holds.items() if v + _US_PER_S > now}
         self._pairs = {k: v for k, v in self._pairs.items() if v > now}
         excess = self.key_count - (self._max_keys - max(1, self._max_keys // 10))
-        if excess > 0 and self._pairs:
-            soonest = heapq.nsmallest(excess, self._pairs.items(), key=lambda item: item[1])
-            for key, _ in soonest:
-                del self._pairs[key]
+        if excess <= 0:
+            return
+        buckets: list[tuple[int, dict[Any, int], Any]] = [
+            *((tat, self._tats, key) for key, tat in self._tats.items()),
+            *((tat, self._pairs, key) for key, tat in self._pairs.items()),
+        ]
+        for _, entries, key in heapq.nsmallest(excess, buckets, key=lambda item: item[0]):
+            del entries[key]
 
 
 # KEYS[1]: the channel's TAT, KEYS[2]: its hold (end time). ARGV: interval_us, burst_us, wanted,

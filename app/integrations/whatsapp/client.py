@@ -19,7 +19,13 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from app.integrations.whatsapp.errors import PlatformUnavailable, WhatsAppError, from_error_body
+from app.integrations.whatsapp.errors import (
+    PairRateLimited,
+    PlatformUnavailable,
+    ThroughputExceeded,
+    WhatsAppError,
+    from_error_body,
+)
 from app.integrations.whatsapp.types import (
     GRAPH_API_VERSION,
     CreatedTemplate,
@@ -77,7 +83,10 @@ class GraphApiClient:
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
+        retry_throttling: bool = True,
     ) -> None:
+        """`retry_throttling=False`: 130429 and 131056 are raised at once, for a caller whose
+        send governor (app/channels/governor.py) holds the whole channel or recipient instead."""
         self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token
@@ -86,6 +95,7 @@ class GraphApiClient:
         self._timeout = timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
+        self._retry_throttling = retry_throttling
 
     async def __aenter__(self) -> GraphApiClient:
         return self
@@ -136,7 +146,10 @@ class GraphApiClient:
             except ValueError:
                 body = None
             error = from_error_body(body, response.status_code, _retry_after(response))
-            if error.retryable and attempt < self.retry.attempts:
+            governed = not self._retry_throttling and isinstance(
+                error, ThroughputExceeded | PairRateLimited
+            )
+            if error.retryable and not governed and attempt < self.retry.attempts:
                 delay = self.retry.backoff(attempt, error.retry_after)
                 logger.info(
                     "platform asked to retry",
