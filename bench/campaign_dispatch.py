@@ -67,7 +67,15 @@ BENCH_DB = "switchboard_campaigns"
 TOKEN = "EAAGbench-token"
 WABA = "102290129340398"
 BODY = {"type": "BODY", "text": "Hi {{1}}, your order {{2}} has shipped."}
-CONTACT_COLUMNS = ["id", "organization_id", "phone_number", "name", "tags", "created_at"]
+CONTACT_COLUMNS = [
+    "id",
+    "organization_id",
+    "phone_number",
+    "name",
+    "tags",
+    "created_at",
+    "updated_at",
+]
 # A pause is over when the fake has seen nothing new for this long.
 QUIET_SECONDS = 1.0
 
@@ -107,6 +115,7 @@ async def seed_contacts(dsn: str, organization_id: str, args: argparse.Namespace
             f"+1{416_000_0000 + index}",
             f"Contact {index}",
             json.dumps(contact_tags(index, args.sizes, args.channels, args.multi_size)),
+            now,
             now,
         )
         for index in range(args.contacts)
@@ -150,8 +159,7 @@ async def seed(sessionmaker: Any, settings: Settings, count: int, rate: int) -> 
             channel.access_token_encrypted = box.encrypt(
                 TOKEN, f"channel:{organization.id}:{channel.id}".encode()
             )
-            if hasattr(Channel, "messages_per_second"):
-                channel.messages_per_second = rate  # type: ignore[attr-defined,unused-ignore]
+            channel.messages_per_second = rate
             session.add(channel)
             await session.flush()
             template = MessageTemplate(
@@ -476,8 +484,6 @@ async def main_async(args: argparse.Namespace) -> int:
     engine = create_engine(settings.database_url, pool_size=8)
     sessionmaker = create_sessionmaker(engine)
     setup = await seed(sessionmaker, settings, len(args.sizes) + args.channels, args.rate)
-    if not hasattr(Channel, "messages_per_second"):
-        log("channels have no messages_per_second here: the default pace applies")
     async with sessionmaker() as session:
         organization_id = setup.subject.organization_id
         await session.commit()

@@ -144,12 +144,16 @@ _SETTLED_COLUMNS = (
 
 
 async def claim_pending(
-    session: AsyncSession, campaign_id: str, limit: int, now: datetime
+    session: AsyncSession, campaign_id: str, limit: int, now: datetime, after: str | None = None
 ) -> list[Any]:
     """pending → claimed for up to `limit` recipients, in one UPDATE … RETURNING, and only
     while the campaign is `sending` (a pause or cancel committed before it claims nothing).
     On PostgreSQL concurrent runs skip each other's rows (FOR UPDATE SKIP LOCKED); a row is
-    claimed by one run only, so no recipient is sent twice."""
+    claimed by one run only, so no recipient is sent twice.
+
+    `after` (the last contact id this run claimed) starts the index scan past the rows the
+    run already moved, whose dead `pending` index entries would otherwise be walked again by
+    every claim until a vacuum."""
     recipient = CampaignRecipient
     pending = (
         select(recipient.contact_id)
@@ -163,17 +167,19 @@ async def claim_pending(
         .order_by(recipient.contact_id)
         .limit(limit)
     )
+    if after is not None:
+        pending = pending.where(recipient.contact_id > after)
     claim = (
         update(recipient)
         .values(status=RecipientStatus.CLAIMED.value, claimed_at=now)
-        .where(
-            recipient.campaign_id == campaign_id,
-            recipient.status == RecipientStatus.PENDING.value,
-        )
+        .where(recipient.campaign_id == campaign_id)
     )
     if _dialect(session) == "postgresql":
         # A materialized CTE: an IN (subquery … LIMIT) may be evaluated more than once by
-        # the planner and claim more than `limit` rows.
+        # the planner and claim more than `limit` rows. The rows it picked are locked and
+        # still pending, so the UPDATE finds each by its primary key alone (with the status
+        # in its WHERE too, the statistics of a just-launched ledger lead the planner to scan
+        # every pending row once per picked row).
         picked = (
             pending.with_for_update(skip_locked=True, of=recipient)
             .cte("picked")
@@ -181,7 +187,10 @@ async def claim_pending(
         )
         claim = claim.where(recipient.contact_id == picked.c.contact_id)
     else:
-        claim = claim.where(recipient.contact_id.in_(pending.scalar_subquery()))
+        claim = claim.where(
+            recipient.contact_id.in_(pending.scalar_subquery()),
+            recipient.status == RecipientStatus.PENDING.value,
+        )
     result = await session.execute(
         claim.returning(*_CLAIMED_COLUMNS).execution_options(synchronize_session=False)
     )

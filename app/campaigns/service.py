@@ -56,8 +56,6 @@ MESSAGE_FAILED = "campaign.message.failed"
 # Every campaign message is also an outbound message: handed to the platform, or not.
 OUTBOUND_SENT = "message.sent"
 OUTBOUND_FAILED = "message.failed"
-# Meta's default throughput per business number, for channels stored without a rate.
-DEFAULT_MESSAGES_PER_SECOND = 80
 # A claim not settled this long after it was taken belongs to a run that died mid-send.
 CLAIM_STALE_SECONDS = 300.0
 UNCONFIRMED_SEND = (
@@ -419,8 +417,12 @@ def body_parameters(count: int, parameters: dict[str, str], recipient: Any) -> l
         text = parameters.get(str(position))
         if text is None:
             raise MissingValue(f"Template variable {{{{{position}}}}} has no value")
-        filled = CONTACT_REFERENCE.sub(
-            lambda match: _contact_value(match.group(1).strip(), recipient), text
+        filled = (
+            CONTACT_REFERENCE.sub(
+                lambda match: _contact_value(match.group(1).strip(), recipient), text
+            )
+            if "{{" in text
+            else text  # a literal: the same for every recipient
         )
         if not filled.strip():
             raise MissingValue(f"Template variable {{{{{position}}}}} is empty for this contact")
@@ -484,7 +486,7 @@ async def plan_dispatch(
         template=TemplateMessage(template.name, template.language),
         variable_count=_body_variable_count(template.components),
         parameters=dict(campaign.template_parameters or {}),
-        messages_per_second=getattr(channel, "messages_per_second", DEFAULT_MESSAGES_PER_SECOND),
+        messages_per_second=channel.messages_per_second,
     )
 
 

@@ -31,16 +31,20 @@ import contextlib
 import heapq
 import itertools
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.campaigns import repository as ledger
 from app.campaigns import service
 from app.campaigns.models import CampaignStatus
 from app.campaigns.repository import Outcome
 from app.campaigns.service import DISPATCH_ACTOR, DISPATCH_QUEUE, MissingValue, Plan, Unsendable
-from app.channels.governor import SendGovernor, throughput_backoff
+from app.channels.governor import PAIR_INTERVAL_SECONDS, SendGovernor, throughput_backoff
 from app.integrations.whatsapp.bulk import BulkMessageSender, NeverSent
 from app.integrations.whatsapp.errors import (
     PairRateLimited,
@@ -61,6 +65,8 @@ BATCHES_PER_RUN = 20
 RUN_SECONDS = 20.0
 # At most one claim per slice: the bound on pause-to-quiet, and on claims per second.
 SLICE_SECONDS = 0.05
+# Claims awaiting the database at once (each for one slice's grants).
+CLAIMS_IN_FLIGHT = 2
 # Sends awaiting the platform's answer at once (1,000/s at 250 ms of platform latency).
 MAX_IN_FLIGHT = 512
 # Outcomes are written at least this often, or once this many are waiting.
@@ -69,8 +75,6 @@ SETTLE_MAX = 500
 # A recipient whose send keeps failing with a retryable error (5xx, 80008…) fails after this
 # many attempts; a throttled one (130429/131056) is retried as long as the run lasts.
 MAX_ATTEMPTS = 4
-# Meta's 131056 asks to wait before the pair's next message; without a hint, this long.
-PAIR_WAIT_SECONDS = 6.0
 
 
 async def dispatch_campaign(resources: Resources, campaign_id: str) -> datetime | None:
@@ -179,57 +183,115 @@ class LiveRun:
         self._throttled_in_a_row = 0
         self._hold_until = 0.0
         self._changed = asyncio.Event()
+        self._settling: asyncio.Future[None] | None = None
+        self._cursor: str | None = None
+        self.claiming: dict[asyncio.Future[None], int] = {}
+        self._claiming_grants = 0
+        self._pending_left = True
+        self._stopped = False
+        bind = resources.sessionmaker.kw.get("bind")
+        self._shared_connection = asyncio.Lock() if isinstance(bind, AsyncConnection) else None
 
     async def run(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         last_settle = last_claim = time.monotonic()
-        pending_left = True
         try:
-            while True:
+            while not self._stopped:
                 now = time.monotonic()
-                if self.outcomes and (
-                    now - last_settle >= SETTLE_SECONDS or len(self.outcomes) >= SETTLE_MAX
+                self._reap()
+                if (
+                    self.outcomes
+                    and self._settling is None
+                    and (now - last_settle >= SETTLE_SECONDS or len(self.outcomes) >= SETTLE_MAX)
                 ):
-                    await self._settle()
+                    # Written beside the claims, on its own connection: a slow commit never
+                    # holds up the next slice's sends.
+                    outcomes, self.outcomes = self.outcomes, []
+                    self._settling = asyncio.ensure_future(self._settle(outcomes))
                     last_settle = now
-                if now >= deadline or not (pending_left or self.retries or self.in_flight):
+                busy = self.retries or self.in_flight or self.claiming
+                if now >= deadline or not (self._pending_left or busy):
                     return
-                room = MAX_IN_FLIGHT - len(self.in_flight)
+                room = MAX_IN_FLIGHT - len(self.in_flight) - self._claiming_grants
                 due = self.retries and self.retries[0].due <= now
-                if room <= 0 or not (pending_left or due):
+                if (
+                    room <= 0
+                    or len(self.claiming) >= CLAIMS_IN_FLIGHT
+                    or not (self._pending_left or due)
+                ):
                     await self._wait(min(SETTLE_SECONDS, self._next_retry_in(now)))
                     continue
                 if now - last_claim < SLICE_SECONDS:
                     await asyncio.sleep(SLICE_SECONDS - (now - last_claim))
                     continue
-                wanted = min(room, MAX_IN_FLIGHT)
                 granted = await self.governor.acquire(
-                    self.plan.channel_id, self.plan.messages_per_second, wanted
+                    self.plan.channel_id, self.plan.messages_per_second, room
                 )
                 last_claim = time.monotonic()
-                retried = self._take_due(granted, last_claim)
-                claimed = []
-                if pending_left and granted > len(retried):
-                    claimed = await self._claim(granted - len(retried))
-                    pending_left = len(claimed) == granted - len(retried)
-                # No claim vouched for the campaign still sending: ask before sending.
-                vouched = bool(claimed) or not (retried or not pending_left)
-                if not vouched and not await self._still_sending():
-                    for item in retried:
-                        heapq.heappush(self.retries, item)
-                    return  # paused or cancelled: `_stop` gives the retries back
-                await self._start(claimed, retried)
+                # The claim runs while the next grants are taken: its round trip (slow on a
+                # busy database) does not cap the rate. The claims in flight hold their
+                # grants' room.
+                claim = asyncio.ensure_future(
+                    self._claim_and_send(granted, self._take_due(granted, last_claim))
+                )
+                self._claiming_grants += granted
+                self.claiming[claim] = granted
+                claim.add_done_callback(self._claim_done)
         finally:
             await self._stop()
 
+    def _reap(self) -> None:
+        """Failures of the background claims and settles fail the run."""
+        if self._settling is not None and self._settling.done():
+            self._settling.result()
+            self._settling = None
+        for claim in [claim for claim in self.claiming if claim.done()]:
+            self._claiming_grants -= self.claiming.pop(claim)
+            claim.result()
+
+    def _claim_done(self, _claim: asyncio.Future[None]) -> None:
+        self._changed.set()
+
+    async def _claim_and_send(self, granted: int, retried: list[_Retry]) -> None:
+        claimed = []
+        wanted = granted - len(retried)
+        if self._pending_left and wanted > 0:
+            claimed = await self._claim(wanted)
+            if len(claimed) < wanted:
+                self._pending_left = False
+        # No claim vouched for the campaign still sending: ask before sending.
+        vouched = bool(claimed) or not (retried or not self._pending_left)
+        if self._stopped or (not vouched and not await self._still_sending()):
+            for item in retried:
+                heapq.heappush(self.retries, item)
+            if not vouched:
+                self._stopped = True  # paused or cancelled: `_stop` gives the retries back
+            if not claimed:
+                return
+        await self._start(claimed, retried if not self._stopped else [])
+
+    @contextlib.asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        """Sessions bound to one shared connection (tests) take turns; pooled ones overlap."""
+        if self._shared_connection is None:
+            yield
+            return
+        async with self._shared_connection:
+            yield
+
     async def _claim(self, count: int) -> list[Any]:
-        async with self.resources.session(writes=True) as session:
-            claimed = await ledger.claim_pending(session, self.plan.campaign_id, count, utcnow())
+        async with self._turn(), self.resources.session(writes=True) as session:
+            claimed = await ledger.claim_pending(
+                session, self.plan.campaign_id, count, utcnow(), after=self._cursor
+            )
             await session.commit()
+        if claimed:
+            # Pending rows behind the cursor (given back by a run) are the next run's.
+            self._cursor = max(row.contact_id for row in claimed)
         return claimed
 
     async def _still_sending(self) -> bool:
-        async with self.resources.session(writes=False) as session:
+        async with self._turn(), self.resources.session(writes=False) as session:
             status = await ledger.campaign_status(session, self.plan.campaign_id)
         return status == CampaignStatus.SENDING
 
@@ -279,7 +341,7 @@ class LiveRun:
             self._retry_later(recipient, attempt - 1, self._hold_until)
             return
         except PairRateLimited as exc:
-            wait = exc.retry_after or PAIR_WAIT_SECONDS
+            wait = exc.retry_after or PAIR_INTERVAL_SECONDS
             await self.governor.pair_limited(plan.channel_id, recipient.phone_number, wait)
             self._retry_later(recipient, attempt - 1, time.monotonic() + wait)
             return
@@ -314,26 +376,33 @@ class LiveRun:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), seconds)
 
-    async def _settle(self) -> None:
-        outcomes, self.outcomes = self.outcomes, []
-        async with self.resources.session(writes=True) as session:
+    async def _settle(self, outcomes: list[Outcome], unsent: list[str] | None = None) -> None:
+        async with self._turn(), self.resources.session(writes=True) as session:
+            if self.resources.dialect_name == "postgresql":
+                # The claims commit durably; a settle lost to a database crash leaves its rows
+                # claimed, and they are reconciled (failed as unconfirmed), never resent.
+                await session.execute(text("SET LOCAL synchronous_commit TO OFF"))
             await service.settle_sends(session, self.plan, outcomes)
+            if unsent:
+                await service.release_unsent(session, self.plan.campaign_id, unsent)
             await session.commit()
 
     async def _stop(self) -> None:
         """Let the sends already handed to the platform finish, record them, and give back
         the recipients this run claimed but did not send."""
         try:
+            if self.claiming:
+                await asyncio.gather(*self.claiming, return_exceptions=True)
             if self.in_flight:
                 await asyncio.gather(*self.in_flight, return_exceptions=True)
+            if self._settling is not None:
+                await self._settling
+                self._settling = None
             unsent = [item.recipient.contact_id for item in self.retries]
             self.retries = []
             if self.outcomes or unsent:
                 outcomes, self.outcomes = self.outcomes, []
-                async with self.resources.session(writes=True) as session:
-                    await service.settle_sends(session, self.plan, outcomes)
-                    await service.release_unsent(session, self.plan.campaign_id, unsent)
-                    await session.commit()
+                await self._settle(outcomes, unsent)
         finally:
             await self.sender.aclose()
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import insert
+from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.events.models import Event
@@ -62,18 +62,20 @@ async def emit_many(
     if not events:
         return []
     now = utcnow()
+    frozen = loads(dumps([data for _, data in events]))  # one JSON round trip per batch
     rows = [
         {
             "id": new_event_id(),
             "organization_id": owner.organization_id,
             "type": event_type,
             "livemode": owner.livemode,
-            "data": loads(dumps(data)),
+            "data": data,
             "created_at": now,
         }
-        for event_type, data in events
+        for (event_type, _), data in zip(events, frozen, strict=True)
     ]
-    await session.execute(insert(Event), rows)
+    # A Core executemany: the ORM's bulk path costs more than the statement itself here.
+    await session.execute(insert(cast(Table, Event.__table__)), rows)
     ids = [row["id"] for row in rows]
     outbox.schedule(session, FAN_OUT_ACTOR, *ids, queue=EVENTS_QUEUE)
     return ids
