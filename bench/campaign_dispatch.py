@@ -245,6 +245,31 @@ def tree_rss_mb(root: int) -> float:
     return total_kb / 1024
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU of `root` and its live descendants."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    fields: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                rest = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        fields[int(entry)] = rest
+        children.setdefault(int(rest[1]), []).append(int(entry))
+    total = 0
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        if pid in fields:
+            total += int(fields[pid][11]) + int(fields[pid][12])  # utime, stime
+    return total / ticks
+
+
 @dataclass
 class RssSampler:
     pid: int
@@ -277,6 +302,7 @@ class Result:
     sends: int
     duplicates: int
     completed: bool
+    cpu_us_per_message: float
     notes: list[str] = field(default_factory=list)
 
 
@@ -332,6 +358,7 @@ async def run_size(
     number = setup.phone_number_ids[channel]
     before = await fake.stats()
     sampler.start()
+    cpu_before = tree_cpu_seconds(sampler.pid)
     campaign_id, resolution = await create_and_launch(sessionmaker, setup, channel, f"s{size}")
     log(f"{size}: audience resolved in {resolution:.2f} s; sending")
 
@@ -365,6 +392,7 @@ async def run_size(
 
     done = await wait_until(completed, seconds, 0.2)
     final = await fake.stats(since=resumed_at)
+    cpu = tree_cpu_seconds(sampler.pid) - cpu_before
     peak = await sampler.stop()
     campaign = await status_of(sessionmaker, campaign_id)
     sends = int(final["per_number"].get(number, 0))
@@ -384,6 +412,7 @@ async def run_size(
         sends,
         int(final["duplicates"]) - int(before["duplicates"]),
         done and not notes,
+        cpu / sends * 1e6 if sends else 0.0,
         notes,
     )
 
@@ -394,6 +423,7 @@ async def run_channels(
     base = len(args.sizes)
     before = await fake.stats()
     sampler.start()
+    cpu_before = tree_cpu_seconds(sampler.pid)
     launched = await asyncio.gather(
         *(
             create_and_launch(sessionmaker, setup, base + index, f"m{index}")
@@ -407,6 +437,7 @@ async def run_channels(
         return all(campaign.status == "completed" for campaign in found)
 
     done = await wait_until(all_completed, args.timeout, 0.2)
+    cpu = tree_cpu_seconds(sampler.pid) - cpu_before
     peak = await sampler.stop()
     stats = await fake.stats(since=before["last"])
     sends = sum(
@@ -423,6 +454,7 @@ async def run_channels(
         "peak_rss_mb": round(peak, 1),
         "duplicates": int(stats["duplicates"]) - int(before["duplicates"]),
         "completed": done and sends == args.channels * args.multi_size,
+        "worker_cpu_us_per_message": round(cpu / sends * 1e6) if sends else 0,
     }
 
 
@@ -459,6 +491,15 @@ async def main_async(args: argparse.Namespace) -> int:
     await recreate_database(admin_dsn)
     log_dir = Path(tempfile.mkdtemp(prefix="switchboard-campaigns-"))
     fake = Fake(log_dir)
+    try:
+        return await measure(args, dsn, sqlalchemy_url, log_dir, fake)
+    finally:
+        fake.stop()
+
+
+async def measure(
+    args: argparse.Namespace, dsn: str, sqlalchemy_url: str, log_dir: Path, fake: Fake
+) -> int:
     secret = "bench-secret-key-0123456789-0123456789"
     env = dict(os.environ)
     env.update(
@@ -519,7 +560,6 @@ async def main_async(args: argparse.Namespace) -> int:
             worker.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
-        fake.stop()
         await engine.dispose()
         relay.close()
         broker.close()
@@ -528,7 +568,7 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"one channel at {args.rate} messages/s, one worker process ({args.threads} threads)")
     print(
         f"{'audience':>9} {'resolve s':>9} {'msg/s':>8} {'ratio':>6} {'quiet ms':>9}"
-        f" {'peak RSS MB':>11} {'dupes':>6} {'complete':>8}"
+        f" {'peak RSS MB':>11} {'dupes':>6} {'complete':>8} {'CPU us/msg':>10}"
     )
     summary: dict[str, Any] = {
         "bench": "campaign_dispatch",
@@ -543,6 +583,7 @@ async def main_async(args: argparse.Namespace) -> int:
             f"{result.size:9d} {result.resolution_s:9.2f} {result.messages_per_s:8.0f}"
             f" {ratio:6.3f} {quiet * 1000 if quiet is not None else float('nan'):9.0f}"
             f" {result.peak_rss_mb:11.1f} {result.duplicates:6d} {result.completed!s:>8}"
+            f" {result.cpu_us_per_message:10.0f}"
         )
         for note in result.notes:
             print(f"  ! {note}")
@@ -555,6 +596,7 @@ async def main_async(args: argparse.Namespace) -> int:
             "peak_rss_mb": round(result.peak_rss_mb, 1),
             "duplicates": result.duplicates,
             "completed": result.completed,
+            "worker_cpu_us_per_message": round(result.cpu_us_per_message),
         }
     if multi:
         print(
@@ -580,4 +622,5 @@ async def main_async(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop: the worker and fake too
     raise SystemExit(asyncio.run(main_async(parse_args())))

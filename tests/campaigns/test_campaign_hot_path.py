@@ -10,6 +10,7 @@ import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,16 @@ from app.contacts.models import Contact
 from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.events.service import FAN_OUT_ACTOR
+from app.kit.clock import utcnow
 from app.kit.ids import new_id
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_organization
 from app.templates.models import MessageTemplate
-from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body
+from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
 from tests.campaigns.test_campaign_live import approved_live_template
 from tests.conftest import Tenant, TenantFactory, fresh_database, make_settings
 from tests.integrations.whatsapp.fake_graph import FakeGraph, running_fake_graph
-from tests.templates.conftest import VALID_BODY, WABA, create_channel
+from tests.templates.conftest import CHANNELS, VALID_BODY, WABA, create_channel
 from tests.webhooks.test_delivery_engine import eventually, running_engine
 
 TOKEN = "EAAGtest-token"
@@ -416,3 +418,33 @@ async def test_counters_equal_the_ledger_after_concurrent_callbacks_and_settles(
         # Every recipient sent or failed: the last settle completed the campaign.
         assert found.status == "completed"
         assert stored[0] + stored[3] == count
+
+
+async def test_a_channel_cannot_be_deleted_while_a_campaign_uses_it(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    channel: dict[str, Any],
+    template: dict[str, Any],
+) -> None:
+    await create_contact(client, acme, "+14155550100", "Ada")
+    later = (utcnow() + timedelta(hours=1)).isoformat()
+    created = await client.post(
+        CAMPAIGNS, json=campaign_body(channel, template, scheduled_at=later), headers=acme.headers
+    )
+    campaign_id = created.json()["id"]
+    launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=acme.headers)
+    assert launched.json()["status"] == "scheduled"
+    for state, move in (("scheduled", "pause"), ("paused", "resume")):
+        refused = await client.delete(f"{CHANNELS}/{channel['id']}", headers=acme.headers)
+        assert refused.status_code == 400
+        assert refused.json() == {
+            "detail": f"Cannot delete channel: campaign 'Spring sale' is in {state} state; "
+            "cancel it first"
+        }
+        await client.post(f"{CAMPAIGNS}/{campaign_id}/{move}", headers=acme.headers)
+    await client.post(f"{CAMPAIGNS}/{campaign_id}/cancel", headers=acme.headers)
+    deleted = await client.delete(f"{CHANNELS}/{channel['id']}", headers=acme.headers)
+    assert deleted.status_code == 204
+    # A finished campaign goes with its channel.
+    gone = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=acme.headers)
+    assert gone.status_code == 404
