@@ -86,6 +86,9 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             source = source.where(self._has_any_tag(list(campaign.audience_tags or [])))
         elif campaign.audience_type == AudienceType.MANUAL:
             source = source.where(Contact.id.in_(list(campaign.audience_contact_ids or [])))
+        # In contact id order: the ledger's indexes (all led by the campaign and ordered by
+        # contact id) then grow at their right edge instead of splitting pages everywhere.
+        source = source.order_by(Contact.id)
         result = await self.session.execute(
             insert(CampaignRecipient).from_select(
                 ["campaign_id", "contact_id", "phone_number", "name", "custom_fields", "status"],

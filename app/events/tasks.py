@@ -28,9 +28,9 @@ async def fan_out_event(job: JobContext) -> datetime | None:
         refs = await delivery.fan_out_events(runner, events) if events else []
         await job.settle(runner, None)
     runtime.hand_over(refs)
-    stream = runtime.resources.event_stream
-    for event in events:
-        await stream.publish(event.organization_id, dumps(event_body(event)))
+    await runtime.resources.event_stream.publish_many(
+        [(event.organization_id, dumps(event_body(event))) for event in events]
+    )
     return None
 
 
