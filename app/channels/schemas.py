@@ -6,12 +6,14 @@ from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     WithJsonSchema,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from app.channels.governor import MAX_MESSAGES_PER_SECOND
 from app.kit.phone import MAX_PHONE_LENGTH
@@ -23,7 +25,19 @@ MAX_ACCESS_TOKEN_LENGTH = 4096
 # The send budget of a channel (app/channels/governor.py): Meta's default throughput is 80
 # messages/s per number, raised up to 1,000 for numbers that qualify.
 DEFAULT_MESSAGES_PER_SECOND = 80
-MessagesPerSecond = Annotated[int, Field(ge=1, le=MAX_MESSAGES_PER_SECOND, strict=True)]
+
+
+def _json_integer(value: Any) -> Any:
+    # JSON Schema's integer: 425 and 425.0, never "425" or true (pydantic's lax mode takes
+    # both, its strict mode refuses 425.0).
+    if isinstance(value, bool | str | bytes):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+MessagesPerSecond = Annotated[
+    int, Field(ge=1, le=MAX_MESSAGES_PER_SECOND), BeforeValidator(_json_integer)
+]
 MESSAGES_PER_SECOND_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_SECOND}
 
 # Upstream ids go into the upstream platform's URL paths: URL-safe characters only.

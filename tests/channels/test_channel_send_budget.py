@@ -37,10 +37,13 @@ async def test_default_is_80_and_1000_is_accepted(client: httpx.AsyncClient, acm
     assert fast["messages_per_second"] == 1000
     slow = await create(client, acme, phone_number_id="slow", messages_per_second=1)
     assert slow["messages_per_second"] == 1
+    # JSON Schema's integer: 425.0 is one.
+    whole = await create(client, acme, phone_number_id="whole", messages_per_second=425.0)
+    assert whole["messages_per_second"] == 425
     fetched = await client.get(f"{BASE}/{fast['id']}", headers=acme.headers)
     assert fetched.json()["messages_per_second"] == 1000
     listed = (await client.get(BASE, headers=acme.headers)).json()["data"]
-    assert sorted(item["messages_per_second"] for item in listed) == [1, 80, 1000]
+    assert sorted(item["messages_per_second"] for item in listed) == [1, 80, 425, 1000]
 
 
 @pytest.mark.parametrize(
@@ -50,7 +53,7 @@ async def test_default_is_80_and_1000_is_accepted(client: httpx.AsyncClient, acm
         (1001, "less_than_equal"),
         (-5, "greater_than_equal"),
         ("80", "int_type"),
-        (80.5, "int_type"),
+        (80.5, "int_from_float"),
         (True, "int_type"),
         (None, "int_type"),
     ],

@@ -6,7 +6,8 @@ platform's throttling answers act on the governor rather than on this send alone
 the whole channel (the platform's `Retry-After`, else 1 s doubling), 131056 holds the recipient.
 The send is then tried again, since a throttled message was not accepted. A send that cannot
 leave within `max_wait` seconds fails with the platform's last refusal (or a throttling error
-saying what it waited for), so a caller never waits without bound.
+saying what it waited for), so a caller never waits without bound. A governor that cannot be
+reached (Redis down) fails the send before anything leaves: sends are never unpaced.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from app.channels.governor import PAIR_INTERVAL_SECONDS, SendGovernor, throughput_backoff
-from app.integrations.whatsapp.errors import PairRateLimited, ThroughputExceeded, WhatsAppError
+from app.integrations.whatsapp.errors import (
+    PairRateLimited,
+    PlatformUnavailable,
+    ThroughputExceeded,
+    WhatsAppError,
+)
 from app.integrations.whatsapp.types import (
     CreatedTemplate,
     LibraryFilters,
@@ -73,6 +81,15 @@ class GovernedPlatform:
         )
 
     async def _send(self, to: str, send: Callable[[], Awaitable[SentMessage]]) -> SentMessage:
+        try:
+            return await self._paced(to, send)
+        except RedisError as exc:
+            raise PlatformUnavailable(
+                "The channel's send budget could not be checked (Redis unreachable); "
+                "nothing was sent"
+            ) from exc
+
+    async def _paced(self, to: str, send: Callable[[], Awaitable[SentMessage]]) -> SentMessage:
         budget, governor = self._budget, self._budget.governor
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget.max_wait
