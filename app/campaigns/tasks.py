@@ -45,7 +45,8 @@ from app.campaigns.models import CampaignStatus
 from app.campaigns.repository import Outcome
 from app.campaigns.service import DISPATCH_ACTOR, DISPATCH_QUEUE, MissingValue, Plan, Unsendable
 from app.channels.governor import PAIR_INTERVAL_SECONDS, SendGovernor, throughput_backoff
-from app.integrations.whatsapp.bulk import BulkMessageSender, NeverSent
+from app.config import Settings
+from app.integrations.whatsapp.bulk import BulkMessageSender, NeverSent, headers_for
 from app.integrations.whatsapp.errors import (
     PairRateLimited,
     ThroughputExceeded,
@@ -77,8 +78,11 @@ SETTLE_MAX = 500
 MAX_ATTEMPTS = 4
 
 
-async def dispatch_campaign(resources: Resources, campaign_id: str) -> datetime | None:
-    """One run: answers when to run again (None: nothing more to do)."""
+async def dispatch_campaign(
+    resources: Resources, campaign_id: str, sender: BulkMessageSender | None = None
+) -> datetime | None:
+    """One run: answers when to run again (None: nothing more to do). `sender`: the worker
+    process's live sender (a run without one opens its own)."""
     async with resources.session(writes=True) as session:
         plan = await service.plan_dispatch(session, campaign_id, resources.secret_key)
         await session.commit()
@@ -89,7 +93,13 @@ async def dispatch_campaign(resources: Resources, campaign_id: str) -> datetime 
     elif plan.livemode:
         # A third of the lease: the run and its final settle end long before it runs out.
         seconds = min(RUN_SECONDS, resources.settings.job_lease_seconds / 3)
-        await LiveRun(resources, plan).run(seconds)
+        own = sender is None
+        live = sender or BulkMessageSender(resources.settings.graph_api_url)
+        try:
+            await LiveRun(resources, plan, live).run(seconds)
+        finally:
+            if own:
+                await live.aclose()
     else:
         await _simulate(resources, plan)
     async with resources.session(writes=True) as session:
@@ -102,13 +112,18 @@ async def dispatch_job(job: JobContext) -> datetime | None:
     """The job body: a run that stopped with recipients left starts again on this process
     at once (not after the sweep's next pass), as a new claim of the same outbox job."""
     (campaign_id,) = job.args
-    again = await dispatch_campaign(job.runtime.resources, str(campaign_id))
+    sender = job.runtime.shared(_live_sender)
+    again = await dispatch_campaign(job.runtime.resources, str(campaign_id), sender)
     if again is None or again > utcnow():
         return again
     async with job.runtime.statements(transaction=False) as runner:
         await job.settle(runner, again)
     job.runtime.hand_over([outbox.JobRef(job.job_id, DISPATCH_ACTOR, DISPATCH_QUEUE)])
     return None
+
+
+def _live_sender(settings: Settings) -> BulkMessageSender:
+    return BulkMessageSender(settings.graph_api_url, max_connections=MAX_IN_FLIGHT)
 
 
 async def _fail_everyone(resources: Resources, plan: Unsendable) -> None:
@@ -169,13 +184,12 @@ class LiveRun:
     """One live dispatch run: claims, sends and settles on the worker's event loop. Every
     database step runs from `run` itself, one at a time (sends never touch the database)."""
 
-    def __init__(self, resources: Resources, plan: Plan) -> None:
+    def __init__(self, resources: Resources, plan: Plan, sender: BulkMessageSender) -> None:
         self.resources = resources
         self.plan = plan
         self.governor: SendGovernor = resources.send_governor
-        self.sender = BulkMessageSender(
-            resources.settings.graph_api_url, plan.access_token, max_connections=MAX_IN_FLIGHT
-        )
+        self.sender = sender
+        self._headers = headers_for(plan.access_token)
         self.in_flight: set[asyncio.Task[None]] = set()
         self.outcomes: list[Outcome] = []
         self.retries: list[_Retry] = []
@@ -327,7 +341,7 @@ class LiveRun:
             return
         try:
             sent = await self.sender.send_template(
-                plan.phone_number_id, recipient.phone_number, message
+                self._headers, plan.phone_number_id, recipient.phone_number, message
             )
         except ThroughputExceeded as exc:
             now = time.monotonic()
@@ -390,21 +404,18 @@ class LiveRun:
     async def _stop(self) -> None:
         """Let the sends already handed to the platform finish, record them, and give back
         the recipients this run claimed but did not send."""
-        try:
-            if self.claiming:
-                await asyncio.gather(*self.claiming, return_exceptions=True)
-            if self.in_flight:
-                await asyncio.gather(*self.in_flight, return_exceptions=True)
-            if self._settling is not None:
-                await self._settling
-                self._settling = None
-            unsent = [item.recipient.contact_id for item in self.retries]
-            self.retries = []
-            if self.outcomes or unsent:
-                outcomes, self.outcomes = self.outcomes, []
-                await self._settle(outcomes, unsent)
-        finally:
-            await self.sender.aclose()
+        if self.claiming:
+            await asyncio.gather(*self.claiming, return_exceptions=True)
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+        if self._settling is not None:
+            await self._settling
+            self._settling = None
+        unsent = [item.recipient.contact_id for item in self.retries]
+        self.retries = []
+        if self.outcomes or unsent:
+            outcomes, self.outcomes = self.outcomes, []
+            await self._settle(outcomes, unsent)
 
 
 TASKS = (Task(DISPATCH_ACTOR, DISPATCH_QUEUE, dispatch_job),)

@@ -27,21 +27,17 @@ class NeverSent(PlatformUnavailable):
 
 
 class BulkMessageSender:
-    """Sends of one access token to one Graph API base URL; open and use it on one loop."""
+    """Sends to one Graph API base URL, each with its channel's access token; one per worker
+    process (its connections are kept alive across campaigns and runs), used on one loop."""
 
     def __init__(
         self,
         base_url: str,
-        access_token: str,
         *,
-        max_connections: int = 256,
+        max_connections: int = 512,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
-        self._headers = {
-            "Authorization": f"Bearer {access_token}",
-            "Content-Type": "application/json",
-        }
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_seconds, sock_connect=CONNECT_TIMEOUT_SECONDS
         )
@@ -59,8 +55,9 @@ class BulkMessageSender:
         return self._session
 
     async def send_template(
-        self, phone_number_id: str, to: str, template: TemplateMessage
+        self, headers: dict[str, str], phone_number_id: str, to: str, template: TemplateMessage
     ) -> SentMessage:
+        """`headers`: `headers_for(access_token)`, built once per run."""
         body = orjson.dumps(
             {
                 "messaging_product": "whatsapp",
@@ -71,7 +68,7 @@ class BulkMessageSender:
         url = f"{self.root}/{phone_number_id}/messages"
         try:
             async with self._client().post(
-                url, data=body, headers=self._headers, allow_redirects=False
+                url, data=body, headers=headers, allow_redirects=False
             ) as response:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
@@ -93,6 +90,10 @@ class BulkMessageSender:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def headers_for(access_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {access_token}", "Content-Type": "application/json"}
 
 
 def _json_or_none(raw: bytes) -> Any:
