@@ -11,9 +11,12 @@ one pipeline on the worker's event loop:
   also checks the campaign is still `sending`, committed before any network call: a pause or
   cancel is seen by the next claim (every `SLICE_SECONDS` at most), and only messages already
   claimed (handed to the platform at once) leave after it;
-- the sends, up to `MAX_IN_FLIGHT` at a time, over aiohttp;
-- their outcomes settled every `SETTLE_SECONDS` in one transaction: the ledger rows in one
-  statement, the counters by the same deltas, the events in one insert with one fan-out job.
+- the sends, up to `MAX_IN_FLIGHT` at a time, over aiohttp (one sender per worker process);
+  up to `CLAIMS_IN_FLIGHT` claims wait on the database while the next grants are taken;
+- their outcomes settled every `SETTLE_SECONDS` in one background transaction: the ledger rows
+  in one statement, the counters by the same deltas, the events in one insert with one fan-out
+  job. It commits without waiting for the disk flush: a database crash can only return settled
+  rows to `claimed` (reconciled below), while the claims themselves commit durably.
 
 Throttled sends (130429: the governor holds the channel; 131056: the recipient waits) stay
 claimed by the run and are sent again when allowed; those still unsent when the run stops go
