@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     storage_url: str = "file://./var/objects"
     allow_private_webhook_urls: bool = False
     graph_api_url: str = "https://graph.facebook.com"
+    # A message sent outside a campaign (a reply) waits at most this long for its channel's
+    # send budget, a 130429 hold or its recipient's pair rate; then it is stored failed.
+    send_max_wait_seconds: float = Field(default=10.0, gt=0)
     # WhatsApp inbound webhooks (GET/POST /webhooks/whatsapp). The app secret verifies
     # X-Hub-Signature-256 (unset: one derived from the secret key, which the simulator also
     # signs with; set it to the Meta app's secret for live traffic). No verify token: the

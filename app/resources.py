@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.auth.cache import CredentialCache, RevocationListener
+from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import ReadPool
@@ -36,6 +37,8 @@ class Resources:
     revocation_listener: RevocationListener | None = None
     # Live events for GraphQL subscriptions (app/events/stream.py).
     event_stream: EventStream = LOCAL_EVENT_STREAM
+    # Paces every send of a channel, one budget across processes (app/channels/governor.py).
+    send_governor: SendGovernor = field(default_factory=LocalSendGovernor)
 
     @classmethod
     def from_settings(
@@ -78,6 +81,7 @@ class Resources:
             credential_cache=credential_cache,
             revocation_listener=revocation_listener,
             event_stream=RedisEventStream(redis) if redis is not None else LOCAL_EVENT_STREAM,
+            send_governor=build_send_governor(redis),
         )
 
     async def start(self) -> None:

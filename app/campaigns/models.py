@@ -77,8 +77,8 @@ class Campaign(TimestampMixin, Base):
 
 
 class CampaignRecipient(Base):
-    """One contact of a launched campaign. The counters of the campaign are derived from
-    these rows, never incremented on their own."""
+    """One contact of a launched campaign. The campaign's counters move by deltas in the
+    same transaction as these rows, so they always equal a count over the ledger."""
 
     __tablename__ = "campaign_recipients"
     __table_args__ = (

@@ -5,12 +5,12 @@ scoped request) and platform status callbacks use the module functions."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     ColumnElement,
-    and_,
     case,
     exists,
     func,
@@ -22,26 +22,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import String
+from sqlalchemy.types import String, Text
 
 from app.campaigns.models import (
     AudienceType,
     Campaign,
     CampaignRecipient,
+    CampaignStatus,
     RecipientStatus,
 )
 from app.contacts.models import Contact
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import OrgScopedRepository
-
-# Ledger statuses that count as "handed to the platform".
-_SENT_OR_LATER = (
-    RecipientStatus.SENT.value,
-    RecipientStatus.DELIVERED.value,
-    RecipientStatus.READ.value,
-)
-_DELIVERED_OR_LATER = (RecipientStatus.DELIVERED.value, RecipientStatus.READ.value)
-_SETTLED = (*_SENT_OR_LATER, RecipientStatus.FAILED.value)
 
 
 class CampaignRepository(OrgScopedRepository[Campaign]):
@@ -94,6 +86,9 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             source = source.where(self._has_any_tag(list(campaign.audience_tags or [])))
         elif campaign.audience_type == AudienceType.MANUAL:
             source = source.where(Contact.id.in_(list(campaign.audience_contact_ids or [])))
+        # In contact id order: the ledger's indexes (all led by the campaign and ordered by
+        # contact id) then grow at their right edge instead of splitting pages everywhere.
+        source = source.order_by(Contact.id)
         result = await self.session.execute(
             insert(CampaignRecipient).from_select(
                 ["campaign_id", "contact_id", "phone_number", "name", "custom_fields", "status"],
@@ -118,79 +113,290 @@ async def campaign_by_id(session: AsyncSession, campaign_id: str) -> Campaign | 
     return await session.get(Campaign, campaign_id, populate_existing=True)
 
 
-async def pending_batch(session: AsyncSession, campaign_id: str, size: int) -> list[str]:
-    """The next `size` pending recipients (contact ids) of the campaign, in contact order."""
-    rows = await session.scalars(
+async def campaign_status(session: AsyncSession, campaign_id: str) -> str | None:
+    """The campaign's status alone: the dispatch run's cheap check for a pause or cancel."""
+    status: str | None = await session.scalar(
+        select(Campaign.status).where(Campaign.id == campaign_id)
+    )
+    return status
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
+
+
+# What a claim hands the sender, and what a settle hands the events.
+_CLAIMED_COLUMNS = (
+    CampaignRecipient.contact_id,
+    CampaignRecipient.phone_number,
+    CampaignRecipient.name,
+    CampaignRecipient.custom_fields,
+)
+_SETTLED_COLUMNS = (
+    CampaignRecipient.campaign_id,
+    CampaignRecipient.contact_id,
+    CampaignRecipient.phone_number,
+    CampaignRecipient.status,
+    CampaignRecipient.platform_message_id,
+    CampaignRecipient.error,
+    CampaignRecipient.sent_at,
+    CampaignRecipient.delivered_at,
+    CampaignRecipient.read_at,
+    CampaignRecipient.failed_at,
+)
+
+
+async def claim_pending(
+    session: AsyncSession, campaign_id: str, limit: int, now: datetime, after: str | None = None
+) -> list[Any]:
+    """pending → claimed for up to `limit` recipients, in one UPDATE … RETURNING, and only
+    while the campaign is `sending` (a pause or cancel committed before it claims nothing).
+    On PostgreSQL concurrent runs skip each other's rows (FOR UPDATE SKIP LOCKED); a row is
+    claimed by one run only, so no recipient is sent twice.
+
+    `after` (the last contact id this run claimed) starts the index scan past the rows the
+    run already moved, whose dead `pending` index entries would otherwise be walked again by
+    every claim until a vacuum."""
+    recipient = CampaignRecipient
+    pending = (
+        select(recipient.contact_id)
+        .where(
+            recipient.campaign_id == campaign_id,
+            recipient.status == RecipientStatus.PENDING.value,
+            exists().where(
+                Campaign.id == campaign_id, Campaign.status == CampaignStatus.SENDING.value
+            ),
+        )
+        .order_by(recipient.contact_id)
+        .limit(limit)
+    )
+    if after is not None:
+        pending = pending.where(recipient.contact_id > after)
+    claim = (
+        update(recipient)
+        .values(status=RecipientStatus.CLAIMED.value, claimed_at=now)
+        .where(recipient.campaign_id == campaign_id)
+    )
+    if _dialect(session) == "postgresql":
+        # A materialized CTE: an IN (subquery … LIMIT) may be evaluated more than once by
+        # the planner and claim more than `limit` rows. The rows it picked are locked and
+        # still pending, so the UPDATE finds each by its primary key alone (with the status
+        # in its WHERE too, the statistics of a just-launched ledger lead the planner to scan
+        # every pending row once per picked row).
+        picked = (
+            pending.with_for_update(skip_locked=True, of=recipient)
+            .cte("picked")
+            .prefix_with("MATERIALIZED")
+        )
+        claim = claim.where(recipient.contact_id == picked.c.contact_id)
+    else:
+        claim = claim.where(
+            recipient.contact_id.in_(pending.scalar_subquery()),
+            recipient.status == RecipientStatus.PENDING.value,
+        )
+    result = await session.execute(
+        claim.returning(*_CLAIMED_COLUMNS).execution_options(synchronize_session=False)
+    )
+    return list(result.all())
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The platform's answer for one claimed recipient: a message id, or the failure."""
+
+    contact_id: str
+    platform_message_id: str | None
+    error: str | None
+
+
+async def settle_claims(
+    session: AsyncSession, campaign_id: str, outcomes: Sequence[Outcome], now: datetime
+) -> list[Any]:
+    """claimed → sent (with the platform's message id) or → failed (with the reason) for
+    every outcome, in one statement on PostgreSQL; answers the rows it moved (a row no
+    longer claimed, e.g. failed by the stale-claim reconciliation, is left alone)."""
+    if not outcomes:
+        return []
+    recipient = CampaignRecipient
+    if _dialect(session) == "postgresql":
+        given = (
+            func.unnest(
+                literal([o.contact_id for o in outcomes], ARRAY(String())),
+                literal([o.platform_message_id for o in outcomes], ARRAY(String())),
+                literal([o.error for o in outcomes], ARRAY(Text())),
+            )
+            .table_valued("contact_id", "message_id", "error")
+            .render_derived(name="given")
+        )
+        succeeded = given.c.error.is_(None)
+        result = await session.execute(
+            update(recipient)
+            .where(
+                recipient.campaign_id == campaign_id,
+                recipient.contact_id == given.c.contact_id,
+                recipient.status == RecipientStatus.CLAIMED.value,
+            )
+            .values(
+                status=case(
+                    (succeeded, RecipientStatus.SENT.value), else_=RecipientStatus.FAILED.value
+                ),
+                platform_message_id=given.c.message_id,
+                error=given.c.error,
+                sent_at=case((succeeded, now), else_=None),
+                failed_at=case((succeeded, None), else_=now),
+            )
+            .returning(*_SETTLED_COLUMNS)
+            .execution_options(synchronize_session=False)
+        )
+        return list(result.all())
+    settled: list[Any] = []
+    for outcome in outcomes:
+        values: dict[str, Any]
+        if outcome.error is None:
+            values = {
+                "status": RecipientStatus.SENT.value,
+                "platform_message_id": outcome.platform_message_id,
+                "sent_at": now,
+            }
+        else:
+            values = {
+                "status": RecipientStatus.FAILED.value,
+                "error": outcome.error,
+                "failed_at": now,
+            }
+        result = await session.execute(
+            update(recipient)
+            .where(
+                recipient.campaign_id == campaign_id,
+                recipient.contact_id == outcome.contact_id,
+                recipient.status == RecipientStatus.CLAIMED.value,
+            )
+            .values(**values)
+            .returning(*_SETTLED_COLUMNS)
+            .execution_options(synchronize_session=False)
+        )
+        settled.extend(result.all())
+    return settled
+
+
+async def release_claims(session: AsyncSession, campaign_id: str, contact_ids: list[str]) -> int:
+    """claimed → pending for recipients a run claimed but did not send (throttled, or the
+    run stopped first): the next run sends them."""
+    if not contact_ids:
+        return 0
+    result = await session.execute(
+        update(CampaignRecipient)
+        .where(
+            CampaignRecipient.campaign_id == campaign_id,
+            CampaignRecipient.contact_id.in_(contact_ids),
+            CampaignRecipient.status == RecipientStatus.CLAIMED.value,
+        )
+        .values(status=RecipientStatus.PENDING.value, claimed_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+# The counters each ledger status counts in: (sent, delivered, read, failed).
+_COUNTED_IN: dict[str, tuple[int, int, int, int]] = {
+    RecipientStatus.SENT.value: (1, 0, 0, 0),
+    RecipientStatus.DELIVERED.value: (1, 1, 0, 0),
+    RecipientStatus.READ.value: (1, 1, 1, 0),
+    RecipientStatus.FAILED.value: (0, 0, 0, 1),
+}
+_UNCOUNTED = (0, 0, 0, 0)
+
+
+def counter_delta(before: str, after: str) -> tuple[int, int, int, int]:
+    """What one recipient's move from `before` to `after` changes in the four counters."""
+    old = _COUNTED_IN.get(before, _UNCOUNTED)
+    new = _COUNTED_IN.get(after, _UNCOUNTED)
+    return (new[0] - old[0], new[1] - old[1], new[2] - old[2], new[3] - old[3])
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    status: str
+    total: int
+    sent: int
+    failed: int
+
+    @property
+    def settled(self) -> bool:
+        """Every recipient is sent (or later) or failed."""
+        return self.sent + self.failed >= self.total
+
+
+async def add_to_counters(
+    session: AsyncSession, campaign_id: str, delta: tuple[int, int, int, int]
+) -> Counters | None:
+    """Move the counters by `delta` in the caller's transaction, beside the ledger rows that
+    moved: the UPDATE takes the campaign row's lock and adds to the latest committed values,
+    so concurrent callbacks and settles never lose one another's changes."""
+    sent, delivered, read, failed = delta
+    row = (
+        await session.execute(
+            update(Campaign)
+            .where(Campaign.id == campaign_id)
+            .values(
+                sent_count=Campaign.sent_count + sent,
+                delivered_count=Campaign.delivered_count + delivered,
+                read_count=Campaign.read_count + read,
+                failed_count=Campaign.failed_count + failed,
+            )
+            .returning(
+                Campaign.status,
+                Campaign.total_contacts_count,
+                Campaign.sent_count,
+                Campaign.failed_count,
+            )
+            .execution_options(synchronize_session=False)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return Counters(row[0], int(row[1]), int(row[2]), int(row[3]))
+
+
+async def ledger_counters(session: AsyncSession, campaign_id: str) -> Counters | None:
+    """The campaign's status and counters as stored (no count over the ledger)."""
+    row = (
+        await session.execute(
+            select(
+                Campaign.status,
+                Campaign.total_contacts_count,
+                Campaign.sent_count,
+                Campaign.failed_count,
+            ).where(Campaign.id == campaign_id)
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return Counters(row[0], int(row[1]), int(row[2]), int(row[3]))
+
+
+async def mark_completed(session: AsyncSession, campaign_id: str, now: datetime) -> bool:
+    """sending → completed, once: True for the call that made the move."""
+    result = await session.execute(
+        update(Campaign)
+        .where(Campaign.id == campaign_id, Campaign.status == CampaignStatus.SENDING.value)
+        .values(status=CampaignStatus.COMPLETED.value, completed_at=now)
+        .returning(Campaign.id)
+        .execution_options(synchronize_session=False)
+    )
+    return result.first() is not None
+
+
+async def has_pending(session: AsyncSession, campaign_id: str) -> bool:
+    found = await session.scalar(
         select(CampaignRecipient.contact_id)
         .where(
             CampaignRecipient.campaign_id == campaign_id,
             CampaignRecipient.status == RecipientStatus.PENDING.value,
         )
-        .order_by(CampaignRecipient.contact_id)
-        .limit(size)
+        .limit(1)
     )
-    return list(rows.all())
-
-
-async def claim(
-    session: AsyncSession, campaign_id: str, contact_ids: Sequence[str], now: datetime
-) -> list[Any]:
-    """pending → claimed for those of `contact_ids` still pending, in one UPDATE … RETURNING;
-    answers the rows this call claimed. A concurrent run that claimed first leaves them out,
-    so no recipient is sent twice."""
-    recipient = CampaignRecipient
-    result = await session.execute(
-        update(recipient)
-        .where(
-            recipient.campaign_id == campaign_id,
-            recipient.contact_id.in_(contact_ids),
-            recipient.status == RecipientStatus.PENDING.value,
-        )
-        .values(status=RecipientStatus.CLAIMED.value, claimed_at=now)
-        .returning(
-            recipient.contact_id, recipient.phone_number, recipient.name, recipient.custom_fields
-        )
-        .execution_options(synchronize_session=False)
-    )
-    return sorted(result.all(), key=lambda row: row.contact_id)
-
-
-async def refresh_counters(session: AsyncSession, campaign_id: str) -> None:
-    """Set the campaign's counters from its ledger, in one statement: they cannot drift."""
-    recipient = CampaignRecipient
-
-    def counted(statuses: Sequence[str]) -> Any:
-        return (
-            select(func.count())
-            .where(recipient.campaign_id == campaign_id, recipient.status.in_(statuses))
-            .scalar_subquery()
-        )
-
-    # The campaign row's lock orders concurrent callbacks: the UPDATE after it counts with
-    # a snapshot that includes every ledger change committed before the lock was granted.
-    await session.execute(select(Campaign.id).where(Campaign.id == campaign_id).with_for_update())
-    await session.execute(
-        update(Campaign)
-        .where(Campaign.id == campaign_id)
-        .values(
-            sent_count=counted(_SENT_OR_LATER),
-            delivered_count=counted(_DELIVERED_OR_LATER),
-            read_count=counted((RecipientStatus.READ.value,)),
-            failed_count=counted((RecipientStatus.FAILED.value,)),
-        )
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def unsettled_count(session: AsyncSession, campaign_id: str) -> int:
-    """Recipients neither handed to the platform nor failed (pending or claimed)."""
-    count = await session.scalar(
-        select(func.count()).where(
-            CampaignRecipient.campaign_id == campaign_id,
-            CampaignRecipient.status.not_in(_SETTLED),
-        )
-    )
-    return int(count or 0)
+    return found is not None
 
 
 async def oldest_claim(session: AsyncSession, campaign_id: str) -> datetime | None:
@@ -206,8 +412,8 @@ async def oldest_claim(session: AsyncSession, campaign_id: str) -> datetime | No
 
 async def fail_stale_claims(
     session: AsyncSession, campaign_id: str, claimed_before: datetime, reason: str, now: datetime
-) -> list[str]:
-    """claimed → failed for claims older than `claimed_before`; answers their contact ids."""
+) -> list[Any]:
+    """claimed → failed for claims older than `claimed_before`; answers the rows moved."""
     result = await session.execute(
         update(CampaignRecipient)
         .where(
@@ -216,35 +422,20 @@ async def fail_stale_claims(
             CampaignRecipient.claimed_at < claimed_before,
         )
         .values(status=RecipientStatus.FAILED.value, error=reason, failed_at=now)
-        .returning(CampaignRecipient.contact_id)
+        .returning(*_SETTLED_COLUMNS)
         .execution_options(synchronize_session=False)
     )
-    return [row.contact_id for row in result.all()]
+    return list(result.all())
 
 
 async def recipient_by_message_id(
     session: AsyncSession, platform_message_id: str
 ) -> CampaignRecipient | None:
-    return await session.scalar(
-        select(CampaignRecipient).where(
-            CampaignRecipient.platform_message_id == platform_message_id
-        )
+    """The recipient a status callback is about, locked until the transaction ends (on
+    PostgreSQL), so two callbacks about one message move it one after the other."""
+    statement = select(CampaignRecipient).where(
+        CampaignRecipient.platform_message_id == platform_message_id
     )
-
-
-# Forward-only status moves of a recipient after the send.
-_RANK = case(
-    {
-        RecipientStatus.SENT.value: 1,
-        RecipientStatus.DELIVERED.value: 2,
-        RecipientStatus.READ.value: 3,
-        RecipientStatus.FAILED.value: 4,
-    },
-    value=CampaignRecipient.status,
-    else_=0,
-)
-
-
-def moves_forward(status: str) -> ColumnElement[bool]:
-    ranks = {"sent": 1, "delivered": 2, "read": 3, "failed": 4}
-    return and_(ranks[status] > _RANK, CampaignRecipient.status != RecipientStatus.FAILED.value)
+    if _dialect(session) == "postgresql":
+        statement = statement.with_for_update()
+    return await session.scalar(statement.execution_options(populate_existing=True))

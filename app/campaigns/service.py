@@ -4,17 +4,18 @@ platform's status callbacks for campaign messages.
 Lifecycle (the seed's table plus CONTRACT §3): a create stores a `draft`; a launch resolves
 the audience into the recipient ledger (`campaign_recipients`) and moves to `scheduled` (a
 dispatch job due at `scheduled_at`) or `sending` (a dispatch job due now). Pause and cancel
-stop dispatch between batches; resume re-schedules. The counters are always recomputed from
-the ledger, and a `sending` campaign whose every recipient is sent or failed is `completed`.
+stop dispatch within a send slice; resume re-schedules. The counters move by deltas in the
+transaction of the ledger rows they count, and a `sending` campaign whose every recipient is
+sent or failed is `completed`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
@@ -22,7 +23,6 @@ from app.campaigns import repository as ledger
 from app.campaigns.models import (
     AudienceType,
     Campaign,
-    CampaignRecipient,
     CampaignStatus,
     RecipientStatus,
 )
@@ -36,7 +36,7 @@ from app.campaigns.schemas import (
 )
 from app.channels import service as channels
 from app.channels.models import Channel
-from app.events.service import emit
+from app.events.service import emit, emit_many
 from app.integrations.whatsapp.types import TemplateMessage
 from app.integrations.whatsapp.validator import _variables as template_variables
 from app.kit import outbox
@@ -53,6 +53,9 @@ STARTED = "campaign.started"
 COMPLETED = "campaign.completed"
 MESSAGE_DELIVERED = "campaign.message.delivered"
 MESSAGE_FAILED = "campaign.message.failed"
+# Every campaign message is also an outbound message: handed to the platform, or not.
+OUTBOUND_SENT = "message.sent"
+OUTBOUND_FAILED = "message.failed"
 # A claim not settled this long after it was taken belongs to a run that died mid-send.
 CLAIM_STALE_SECONDS = 300.0
 UNCONFIRMED_SEND = (
@@ -249,6 +252,27 @@ async def delete_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     await session.flush()
 
 
+async def refuse_channel_deletion_in_use(session: AsyncSession, channel_id: str) -> None:
+    """A channel whose campaign is scheduled, sending or paused cannot be deleted (its
+    recipients would be lost mid-send); drafts and finished campaigns go with it."""
+    active = (
+        await session.execute(
+            select(Campaign.name, Campaign.status)
+            .where(
+                Campaign.chat_phone_number_id == channel_id,
+                Campaign.status.in_([status.value for status in _CANCELLABLE]),
+            )
+            .order_by(Campaign.created_at)
+            .limit(1)
+        )
+    ).first()
+    if active is not None:
+        raise InvalidState(
+            f"Cannot delete channel: campaign {active.name!r} is in {active.status} state; "
+            "cancel it first"
+        )
+
+
 # --- moves ------------------------------------------------------------------------------
 
 
@@ -337,17 +361,33 @@ async def cancel_campaign(session: AsyncSession, subject: Subject, campaign_id: 
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
-    """What one dispatch step must send: the campaign's channel and template, and the
-    recipients this step claimed."""
+class Plan:
+    """What a dispatch run sends, read once per run: the campaign's owner (for its events),
+    its channel and template, and the channel's pace."""
 
     campaign_id: str
+    organization_id: str
     livemode: bool
     channel_id: str
+    phone_number_id: str
+    business_account_id: str
+    display_phone_number: str
+    access_token: str = field(repr=False)
     template: TemplateMessage
     variable_count: int
     parameters: dict[str, str]
-    recipients: list[Any]
+    messages_per_second: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unsendable:
+    """The campaign's channel or template was deleted under it: every recipient left fails
+    with `reason`."""
+
+    campaign_id: str
+    organization_id: str
+    livemode: bool
+    reason: str
 
 
 class MissingValue(Exception):
@@ -377,13 +417,26 @@ def body_parameters(count: int, parameters: dict[str, str], recipient: Any) -> l
         text = parameters.get(str(position))
         if text is None:
             raise MissingValue(f"Template variable {{{{{position}}}}} has no value")
-        filled = CONTACT_REFERENCE.sub(
-            lambda match: _contact_value(match.group(1).strip(), recipient), text
+        filled = (
+            CONTACT_REFERENCE.sub(
+                lambda match: _contact_value(match.group(1).strip(), recipient), text
+            )
+            if "{{" in text
+            else text  # a literal: the same for every recipient
         )
         if not filled.strip():
             raise MissingValue(f"Template variable {{{{{position}}}}} is empty for this contact")
         values.append(filled)
     return values
+
+
+def message_for(plan: Plan, recipient: Any) -> TemplateMessage:
+    """The template message one recipient receives (MissingValue: it cannot be filled)."""
+    return TemplateMessage(
+        plan.template.name,
+        plan.template.language,
+        body_parameters(plan.variable_count, plan.parameters, recipient),
+    )
 
 
 def _body_variable_count(components: list[Any]) -> int:
@@ -393,49 +446,20 @@ def _body_variable_count(components: list[Any]) -> int:
     return 0
 
 
-async def _reconcile_claims(session: AsyncSession, campaign: Campaign) -> datetime | None:
-    """Claims no run confirmed. A claim older than CLAIM_STALE_SECONDS belongs to a run that
-    died between the claim and the record of its outcome: whether the platform accepted the
-    message is unknown, and a resend could deliver it twice, so it is failed with that reason
-    (at most once). Younger claims may still be in flight: answers when to look again."""
-    now = utcnow()
-    stale_before = now - timedelta(seconds=CLAIM_STALE_SECONDS)
-    failed = await ledger.fail_stale_claims(
-        session, campaign.id, stale_before, UNCONFIRMED_SEND, now
-    )
-    for contact_id in failed:
-        await _emit_recipient(session, campaign.id, contact_id, MESSAGE_FAILED)
-    if failed:
-        await ledger.refresh_counters(session, campaign.id)
-    oldest = await ledger.oldest_claim(session, campaign.id)
-    if oldest is None:
-        return None
-    return oldest + timedelta(seconds=CLAIM_STALE_SECONDS)
-
-
-async def next_batch(
-    session: AsyncSession, campaign_id: str, size: int
-) -> Batch | str | datetime | None:
-    """Claim the next batch of a sending campaign. Answers the batch; "later" while a
-    scheduled campaign is not due; a time to look again while claims of another run are in
-    flight; or None when there is nothing more to do (paused, cancelled, completed, or just
-    completed by this call)."""
+async def plan_dispatch(
+    session: AsyncSession, campaign_id: str, secret_key: str
+) -> Plan | Unsendable | datetime | None:
+    """The start of a dispatch run: a scheduled campaign that is due enters `sending`.
+    Answers what to send; the time to look again while a scheduled campaign is not due;
+    or None when there is nothing to do (paused, cancelled, completed)."""
     campaign = await ledger.campaign_by_id(session, campaign_id)
     if campaign is None:
         return None
     if campaign.status == CampaignStatus.SCHEDULED:
         if not _due(campaign):
-            return "later"
+            return campaign.scheduled_at
         await _enter_sending(session, campaign)
     if campaign.status != CampaignStatus.SENDING:
-        return None
-    ids = await ledger.pending_batch(session, campaign_id, size)
-    claimed = await ledger.claim(session, campaign_id, ids, utcnow()) if ids else []
-    if not ids:
-        waiting = await _reconcile_claims(session, campaign)
-        if waiting is not None:
-            return waiting
-        await _complete_if_settled(session, campaign)
         return None
     channel = await session.get(Channel, campaign.chat_phone_number_id)
     template = (
@@ -444,77 +468,115 @@ async def next_batch(
         else None
     )
     if channel is None or template is None:
-        # The channel or template was deleted under a running campaign: nothing can be sent.
-        await _fail_claimed(
-            session, campaign, claimed, "The campaign's channel or template was deleted"
+        return Unsendable(
+            campaign.id,
+            campaign.organization_id,
+            campaign.livemode,
+            "The campaign's channel or template was deleted",
         )
-        return await next_batch(session, campaign_id, size)
-    return Batch(
+    return Plan(
         campaign_id=campaign.id,
+        organization_id=campaign.organization_id,
         livemode=campaign.livemode,
         channel_id=channel.id,
+        phone_number_id=channel.phone_number_id,
+        business_account_id=channel.business_account_id,
+        display_phone_number=channel.display_phone_number,
+        access_token=channels.access_token_of(channel, channels.access_token_box(secret_key)),
         template=TemplateMessage(template.name, template.language),
         variable_count=_body_variable_count(template.components),
         parameters=dict(campaign.template_parameters or {}),
-        recipients=claimed,
+        messages_per_second=channel.messages_per_second,
     )
 
 
-async def _fail_claimed(
-    session: AsyncSession, campaign: Campaign, recipients: list[Any], reason: str
+def campaign_message_to_public(recipient: Any, channel_id: str) -> dict[str, Any]:
+    """A campaign message as `message.sent` / `message.failed` carry it."""
+    return {
+        **recipient_to_public(recipient),
+        "channel_id": channel_id,
+        "direction": "outbound",
+        "type": "template",
+    }
+
+
+async def settle_sends(
+    session: AsyncSession, plan: Plan | Unsendable, outcomes: list[ledger.Outcome]
 ) -> None:
-    for recipient in recipients:
-        await record_outcome(session, campaign.id, recipient.contact_id, None, reason)
-
-
-async def record_outcome(
-    session: AsyncSession,
-    campaign_id: str,
-    contact_id: str,
-    platform_message_id: str | None,
-    error: str | None,
-) -> None:
-    """claimed → sent (with the platform's message id) or → failed (with the reason)."""
-    now = utcnow()
-    values: dict[str, Any]
-    if error is None:
-        values = {
-            "status": RecipientStatus.SENT.value,
-            "platform_message_id": platform_message_id,
-            "sent_at": now,
-        }
-    else:
-        values = {"status": RecipientStatus.FAILED.value, "error": error, "failed_at": now}
-    await session.execute(
-        update(CampaignRecipient)
-        .where(
-            CampaignRecipient.campaign_id == campaign_id,
-            CampaignRecipient.contact_id == contact_id,
-            CampaignRecipient.status == RecipientStatus.CLAIMED.value,
-        )
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-    if error is not None:
-        await _emit_recipient(session, campaign_id, contact_id, MESSAGE_FAILED)
-
-
-async def finish_batch(session: AsyncSession, campaign_id: str) -> None:
-    """After a batch's outcomes: counters from the ledger, completion when all settled."""
-    await ledger.refresh_counters(session, campaign_id)
-    campaign = await ledger.campaign_by_id(session, campaign_id)
-    if campaign is not None and campaign.status == CampaignStatus.SENDING:
-        await _complete_if_settled(session, campaign)
-
-
-async def _complete_if_settled(session: AsyncSession, campaign: Campaign) -> None:
-    await ledger.refresh_counters(session, campaign.id)
-    if await ledger.unsettled_count(session, campaign.id):
+    """Record a batch of sends: the ledger rows (one statement), the counters by the same
+    deltas, the events (one insert, one fan-out job), and completion when the last recipient
+    is settled. The caller commits."""
+    settled = await ledger.settle_claims(session, plan.campaign_id, outcomes, utcnow())
+    if not settled:
         return
-    await session.refresh(campaign)
-    campaign.status = CampaignStatus.COMPLETED.value
-    campaign.completed_at = utcnow()
-    await session.flush()
+    sent = sum(1 for row in settled if row.status == RecipientStatus.SENT)
+    counters = await ledger.add_to_counters(
+        session, plan.campaign_id, (sent, 0, 0, len(settled) - sent)
+    )
+    channel_id = plan.channel_id if isinstance(plan, Plan) else ""
+    events: list[tuple[str, dict[str, Any]]] = []
+    for row in settled:
+        message = campaign_message_to_public(row, channel_id)
+        if row.status == RecipientStatus.SENT:
+            events.append((OUTBOUND_SENT, message))
+        else:
+            events.append((MESSAGE_FAILED, recipient_to_public(row)))
+            events.append((OUTBOUND_FAILED, message))
+    await emit_many(session, plan, events)
+    if counters is not None and counters.status == CampaignStatus.SENDING and counters.settled:
+        await _complete(session, plan.campaign_id)
+
+
+async def release_unsent(session: AsyncSession, campaign_id: str, contact_ids: list[str]) -> None:
+    """Claimed recipients a run did not send go back to pending, for the next run."""
+    await ledger.release_claims(session, campaign_id, contact_ids)
+
+
+async def finish_dispatch(session: AsyncSession, campaign_id: str) -> datetime | None:
+    """The end of a dispatch run. Answers when to run again: now while recipients are
+    pending, when the oldest claim of another run goes stale, or None (not sending any more,
+    or every recipient settled: then completed)."""
+    if await ledger.campaign_status(session, campaign_id) != CampaignStatus.SENDING:
+        return None
+    if await ledger.has_pending(session, campaign_id):
+        return utcnow()
+    waiting = await _reconcile_claims(session, campaign_id)
+    if waiting is not None:
+        return waiting
+    counters = await ledger.ledger_counters(session, campaign_id)
+    if counters is not None and counters.status == CampaignStatus.SENDING and counters.settled:
+        await _complete(session, campaign_id)
+    return None
+
+
+async def _reconcile_claims(session: AsyncSession, campaign_id: str) -> datetime | None:
+    """Claims no run confirmed. A claim older than CLAIM_STALE_SECONDS belongs to a run that
+    died between the claim and the record of its outcome: whether the platform accepted the
+    message is unknown, and a resend could deliver it twice, so it is failed with that reason
+    (at most once). Younger claims may still be in flight: answers when to look again."""
+    now = utcnow()
+    stale_before = now - timedelta(seconds=CLAIM_STALE_SECONDS)
+    failed = await ledger.fail_stale_claims(
+        session, campaign_id, stale_before, UNCONFIRMED_SEND, now
+    )
+    if failed:
+        await ledger.add_to_counters(session, campaign_id, (0, 0, 0, len(failed)))
+        campaign = await session.get(Campaign, campaign_id)
+        assert campaign is not None
+        await emit_many(
+            session, campaign, [(MESSAGE_FAILED, recipient_to_public(row)) for row in failed]
+        )
+    oldest = await ledger.oldest_claim(session, campaign_id)
+    if oldest is None:
+        return None
+    return oldest + timedelta(seconds=CLAIM_STALE_SECONDS)
+
+
+async def _complete(session: AsyncSession, campaign_id: str) -> None:
+    if not await ledger.mark_completed(session, campaign_id, utcnow()):
+        return
+    campaign = await ledger.campaign_by_id(session, campaign_id)
+    assert campaign is not None
     await emit(session, campaign, COMPLETED, campaign_to_public(campaign))
 
 
@@ -533,18 +595,6 @@ def recipient_to_public(recipient: Any) -> dict[str, Any]:
     }
 
 
-async def _emit_recipient(
-    session: AsyncSession, campaign_id: str, contact_id: str, event_type: str
-) -> None:
-    recipient = await session.get(
-        CampaignRecipient, (campaign_id, contact_id), populate_existing=True
-    )
-    campaign = await session.get(Campaign, campaign_id)
-    if recipient is None or campaign is None:
-        return
-    await emit(session, campaign, event_type, recipient_to_public(recipient))
-
-
 # --- platform status callbacks ----------------------------------------------------------
 
 _RANK = {
@@ -556,8 +606,9 @@ _RANK = {
 
 async def apply_status(session: AsyncSession, status: dict[str, Any], error: str | None) -> bool:
     """One `statuses[]` entry about a campaign message: the ledger moves forward only
-    (a duplicate or late status changes nothing), then the counters follow the ledger.
-    False when the message is not a campaign's."""
+    (a duplicate or late status changes nothing), and the counters move by the same delta in
+    this transaction. The recipient row is locked first, so concurrent callbacks about one
+    message apply one after the other. False when the message is not a campaign's."""
     message_id = str(status.get("id", ""))
     if not message_id:
         return False
@@ -569,24 +620,35 @@ async def apply_status(session: AsyncSession, status: dict[str, Any], error: str
     now = utcnow()
     if current == RecipientStatus.FAILED:
         return True
+    events: list[str]
     if new == RecipientStatus.FAILED:
         if current == RecipientStatus.READ:
             return True
         recipient.status = RecipientStatus.FAILED.value
         recipient.error = error or "failed"
         recipient.failed_at = now
-        event = MESSAGE_FAILED
+        events = [MESSAGE_FAILED, OUTBOUND_FAILED]
     elif new in _RANK and _RANK[new] > _RANK.get(current, 0):
         recipient.status = new
         if recipient.delivered_at is None and new in ("delivered", "read"):
             recipient.delivered_at = now  # read implies delivered, even if that never came
         if new == RecipientStatus.READ:
             recipient.read_at = now
-        event = MESSAGE_DELIVERED if current == RecipientStatus.SENT else ""
+        events = [MESSAGE_DELIVERED] if current == RecipientStatus.SENT else []
     else:
         return True
     await session.flush()
-    await ledger.refresh_counters(session, recipient.campaign_id)
-    if event:
-        await _emit_recipient(session, recipient.campaign_id, recipient.contact_id, event)
+    await ledger.add_to_counters(
+        session, recipient.campaign_id, ledger.counter_delta(current, recipient.status)
+    )
+    campaign = await session.get(Campaign, recipient.campaign_id)
+    if campaign is None:
+        return True
+    for event in events:
+        data = (
+            campaign_message_to_public(recipient, campaign.chat_phone_number_id)
+            if event == OUTBOUND_FAILED
+            else recipient_to_public(recipient)
+        )
+        await emit(session, campaign, event, data)
     return True

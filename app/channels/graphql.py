@@ -14,7 +14,7 @@ from strawberry.types import Info
 
 from app.auth.scopes import Scope
 from app.channels import service
-from app.channels.schemas import ChannelCreate
+from app.channels.schemas import DEFAULT_MESSAGES_PER_SECOND, ChannelCreate, ChannelUpdate
 from app.graphql.context import Context
 from app.graphql.pagination import Connection
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
@@ -32,6 +32,9 @@ class Channel:
     livemode: bool = strawberry.field(
         description="False when created with a test key: its traffic goes to the simulator"
     )
+    messages_per_second: int = strawberry.field(
+        description="Send budget shared by the channel's campaigns and replies (1 to 1000)"
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -46,6 +49,18 @@ class ChannelCreateInput:
     business_account_id: str
     access_token: str = strawberry.field(description="Stored encrypted; never returned")
     name: str | None = strawberry.UNSET
+    messages_per_second: int = strawberry.field(
+        default=DEFAULT_MESSAGES_PER_SECOND,
+        description="Messages per second the channel may send, 1 to 1000",
+    )
+
+
+@strawberry.input(description="Only the fields given change.")
+class ChannelUpdateInput:
+    name: str | None = strawberry.UNSET
+    messages_per_second: int | None = strawberry.field(
+        default=strawberry.UNSET, description="Messages per second, 1 to 1000"
+    )
 
 
 def as_channel(value: Any) -> Channel:
@@ -86,4 +101,7 @@ class Mutation:
             lambda session, subject, data: service.create_channel(session, subject, data, box),
         )
 
+    update_channel = CHANNELS.update_field(
+        ChannelUpdateInput, ChannelUpdate, service.update_channel
+    )
     delete_channel = CHANNELS.delete_field(service.delete_channel)

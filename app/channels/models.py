@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, TimestampMixin, id_column
@@ -15,6 +25,7 @@ class Channel(TimestampMixin, Base):
         UniqueConstraint("organization_id", "phone_number_id"),
         # Serves the newest-first cursor walk of one organization.
         Index("ix_channels_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        CheckConstraint("messages_per_second BETWEEN 1 AND 1000", name="messages_per_second_range"),
     )
 
     id: Mapped[str] = id_column()
@@ -28,3 +39,5 @@ class Channel(TimestampMixin, Base):
     livemode: Mapped[bool] = mapped_column(Boolean)
     # The upstream access token, sealed by app.kit.crypto (never returned on any surface).
     access_token_encrypted: Mapped[str] = mapped_column(Text)
+    # The send budget of the number, shared by its campaigns and replies (app/channels/governor.py).
+    messages_per_second: Mapped[int] = mapped_column(Integer, server_default=text("80"))

@@ -26,6 +26,7 @@ class ChannelRepository(OrgScopedRepository[Channel]):
         Channel.business_account_id,
         Channel.name,
         Channel.livemode,
+        Channel.messages_per_second,
         Channel.created_at,
         Channel.updated_at,
     )

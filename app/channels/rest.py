@@ -6,10 +6,15 @@ from starlette.responses import Response
 
 from app.auth.scopes import Scope
 from app.channels import service
-from app.channels.schemas import ChannelCreate, ChannelResponse, channel_to_public
+from app.channels.schemas import (
+    ChannelCreate,
+    ChannelResponse,
+    ChannelUpdate,
+    channel_to_public,
+)
 from app.kit.queries import CursorQuery
 from rest_compat.endpoint import Operation, RequestContext, json_response
-from rest_compat.resource import delete_handler, get_handler, list_handler
+from rest_compat.resource import delete_handler, get_handler, list_handler, update_handler
 
 
 async def create_channel(ctx: RequestContext) -> Response:
@@ -26,6 +31,11 @@ list_channels = list_handler(service.list_channels, channel_to_public)
 
 
 get_channel = get_handler(service.get_channel, "channel_id", channel_to_public)
+
+
+update_channel = update_handler(
+    ChannelUpdate, service.update_channel, "channel_id", channel_to_public
+)
 
 
 delete_channel = delete_handler(service.delete_channel, "channel_id")
@@ -66,6 +76,17 @@ OPERATIONS = (
         _TAG,
         response_model=ChannelResponse,
         errors=(404,),
+    ),
+    Operation(
+        "PUT",
+        "/channels/{channel_id}",
+        update_channel,
+        Scope.FULL_ACCESS,
+        "Update a channel's name or send budget (fields present replace stored ones)",
+        _TAG,
+        request_model=ChannelUpdate,
+        response_model=ChannelResponse,
+        errors=(404, 422),
     ),
     Operation(
         "DELETE",

@@ -2,16 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from app.channels.governor import MAX_MESSAGES_PER_SECOND
 from app.kit.phone import MAX_PHONE_LENGTH
 from app.kit.serialize import public_shape
-from app.kit.validation import NO_BLANKS_PATTERN
+from app.kit.validation import NO_BLANKS_PATTERN, refuse_null, without_null
 
 MAX_UPSTREAM_ID_LENGTH = 64
 MAX_ACCESS_TOKEN_LENGTH = 4096
+# The send budget of a channel (app/channels/governor.py): Meta's default throughput is 80
+# messages/s per number, raised up to 1,000 for numbers that qualify.
+DEFAULT_MESSAGES_PER_SECOND = 80
+
+
+def _json_integer(value: Any) -> Any:
+    # JSON Schema's integer: 425 and 425.0, never "425" or true (pydantic's lax mode takes
+    # both, its strict mode refuses 425.0).
+    if isinstance(value, bool | str | bytes):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+MessagesPerSecond = Annotated[
+    int, Field(ge=1, le=MAX_MESSAGES_PER_SECOND), BeforeValidator(_json_integer)
+]
+MESSAGES_PER_SECOND_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_SECOND}
 
 # Upstream ids go into the upstream platform's URL paths: URL-safe characters only.
 UpstreamId = Annotated[
@@ -32,6 +59,25 @@ class ChannelCreate(BaseModel):
         min_length=1, max_length=MAX_ACCESS_TOKEN_LENGTH, pattern=NO_BLANKS_PATTERN, repr=False
     )
     name: str | None = Field(default=None, min_length=1, max_length=255)
+    messages_per_second: MessagesPerSecond = DEFAULT_MESSAGES_PER_SECOND
+
+
+class ChannelUpdate(BaseModel):
+    """Partial update: only the fields present in the body change (the number, its account
+    and its token are fixed; register a new channel to change them)."""
+
+    # Absent is fine; null is refused for the budget (it has no "unset"), allowed for the
+    # name (clears it).
+    model_config = ConfigDict(extra="ignore", json_schema_extra=without_null("messages_per_second"))
+
+    name: str | None = Field(default=None, min_length=1, max_length=255)
+    messages_per_second: Annotated[
+        MessagesPerSecond | None, WithJsonSchema(MESSAGES_PER_SECOND_SCHEMA)
+    ] = None
+    _no_null = field_validator("messages_per_second", mode="before")(refuse_null)
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
 
 
 class ChannelResponse(BaseModel):
@@ -44,6 +90,7 @@ class ChannelResponse(BaseModel):
     business_account_id: str
     name: str | None
     livemode: bool
+    messages_per_second: int
     created_at: str
     updated_at: str
 

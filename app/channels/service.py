@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.subject import Subject
 from app.channels.models import Channel
 from app.channels.repository import ChannelRepository
-from app.channels.schemas import ChannelCreate
+from app.channels.schemas import ChannelCreate, ChannelUpdate
 from app.kit.crypto import SecretBox, secret_box
 from app.kit.errors import Conflict, InsufficientScope
 from app.kit.ids import new_id
@@ -65,6 +65,7 @@ async def create_channel(
         business_account_id=data.business_account_id,
         name=data.name,
         livemode=subject.livemode,
+        messages_per_second=data.messages_per_second,
     )
     channel.access_token_encrypted = box.encrypt(data.access_token, _token_context(channel))
     repository = ChannelRepository(session, subject.organization_id)
@@ -108,7 +109,22 @@ def access_token_of(channel: Channel, box: SecretBox) -> str:
     return box.decrypt(channel.access_token_encrypted, _token_context(channel))
 
 
+async def update_channel(
+    session: AsyncSession, subject: Subject, channel_id: str, data: ChannelUpdate
+) -> Channel:
+    """Rename a channel or change its send budget; a new `messages_per_second` paces the
+    next sends of every campaign and reply on it (each send reads the channel's rate)."""
+    channel = await get_channel_for_use(session, subject, channel_id)
+    for name, value in data.changes().items():
+        setattr(channel, name, value)
+    await session.flush()
+    return channel
+
+
 async def delete_channel(session: AsyncSession, subject: Subject, channel_id: str) -> None:
     channel = await get_channel_for_use(session, subject, channel_id)
+    from app.campaigns.service import refuse_channel_deletion_in_use  # campaigns import us
+
+    await refuse_channel_deletion_in_use(session, channel.id)
     await ChannelRepository(session, subject.organization_id).delete(channel)
     await session.flush()

@@ -39,6 +39,7 @@ from app.inbox.models import Ticket
 from app.inbox.schemas import TicketCreate
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
+from app.integrations.whatsapp.governed import SendBudget
 from app.integrations.whatsapp.types import TemplateMessage
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState
@@ -228,8 +229,10 @@ async def send_message(
     ticket_id: str,
     data: MessageSend,
 ) -> Message:
-    """A reply through the ticket's channel. Accepted by the platform: `sent` and
-    `message.sent`; refused: stored `failed` with the platform's reason and `message.failed`."""
+    """A reply through the ticket's channel, paced by its send governor (it shares the
+    channel's budget with campaigns). Accepted by the platform: `sent` and `message.sent`;
+    refused, or still throttled after `send_max_wait_seconds`: stored `failed` with the
+    platform's reason and `message.failed`."""
     ticket = await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
@@ -266,6 +269,12 @@ async def send_message(
         display_phone_number=channel.display_phone_number,
         settings=resources.settings,
         session=session,
+        budget=SendBudget(
+            resources.send_governor,
+            channel.id,
+            channel.messages_per_second,
+            resources.settings.send_max_wait_seconds,
+        ),
     ) as platform:
         to = ticket.contact.phone_number
         try:

@@ -23,6 +23,10 @@ QUEUE_LIMIT = 1000
 class EventStream(Protocol):
     async def publish(self, organization_id: str, body: bytes) -> None: ...
 
+    async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
+        """`publish` for a batch of (organization id, body), in order."""
+        ...
+
     def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]: ...
 
 
@@ -40,6 +44,10 @@ class LocalEventStream:
             targets = list(self._subscribers.get(organization_id, ()))
         for loop, queue in targets:
             loop.call_soon_threadsafe(_put_dropping_oldest, queue, body)
+
+    async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
+        for organization_id, body in messages:
+            await self.publish(organization_id, body)
 
     async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
         entry = (asyncio.get_running_loop(), asyncio.Queue[bytes](maxsize=QUEUE_LIMIT))
@@ -71,6 +79,16 @@ class RedisEventStream:
 
     async def publish(self, organization_id: str, body: bytes) -> None:
         await self._redis.publish(CHANNEL_PREFIX + organization_id, body)
+
+    async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
+        """One round trip for the batch (a pipeline, not a transaction)."""
+        if len(messages) == 1:
+            await self.publish(*messages[0])
+            return
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for organization_id, body in messages:
+                pipe.publish(CHANNEL_PREFIX + organization_id, body)
+            await pipe.execute()
 
     async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
         pubsub = self._redis.pubsub()

@@ -11,16 +11,26 @@ from app.webhooks import delivery
 
 
 async def fan_out_event(job: JobContext) -> datetime | None:
-    (event_id,) = job.args
+    """Fan out the job's events: one (`emit`), or a batch of one organization (`emit_many`)."""
+    event_ids = [str(event_id) for event_id in job.args]
+    if not event_ids:
+        raise ValueError("a fan-out job names at least one event")
     runtime = job.runtime
     async with runtime.statements() as runner:
-        event = await delivery.load_event(runner, event_id)
-        if event is None:
-            return None
-        refs = await delivery.fan_out(runner, event)
+        if len(event_ids) > 1 and runtime.resources.dialect_name == "postgresql":
+            events = await delivery.load_events(runner, event_ids)
+        else:
+            events = [
+                event
+                for event_id in event_ids
+                if (event := await delivery.load_event(runner, event_id)) is not None
+            ]
+        refs = await delivery.fan_out_events(runner, events) if events else []
         await job.settle(runner, None)
     runtime.hand_over(refs)
-    await runtime.resources.event_stream.publish(event.organization_id, dumps(event_body(event)))
+    await runtime.resources.event_stream.publish_many(
+        [(event.organization_id, dumps(event_body(event))) for event in events]
+    )
     return None
 
 

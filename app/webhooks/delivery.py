@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import structlog
-from sqlalchemy import Table, bindparam, exists, insert, null, select, update
+from sqlalchemy import String, Table, any_, bindparam, exists, insert, null, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.prepared import PreparedRead, constant
@@ -75,6 +76,13 @@ _EVENT = PreparedRead(
         Event.id, Event.type, Event.created_at, Event.organization_id, Event.livemode, Event.data
     ).where(Event.id == bindparam("event_id"))
 )
+_EVENTS = PreparedRead(
+    select(
+        Event.id, Event.type, Event.created_at, Event.organization_id, Event.livemode, Event.data
+    )
+    .where(Event.id == any_(bindparam("event_ids", type_=ARRAY(String()))))
+    .order_by(Event.created_at, Event.id)
+)
 _SUBSCRIBERS = PreparedRead(
     select(WebhookSubscription.id, WebhookSubscription.events).where(
         WebhookSubscription.organization_id == bindparam("organization_id"),
@@ -104,27 +112,50 @@ async def load_event(runner: StatementRunner, event_id: str) -> Any | None:
     return rows[0] if rows else None
 
 
+async def load_events(runner: StatementRunner, event_ids: list[str]) -> list[Any]:
+    """Several events in one statement (PostgreSQL only: the ids travel as one array)."""
+    return await runner.fetch(_EVENTS, {"event_ids": event_ids})
+
+
 async def fan_out(runner: StatementRunner, event: Any) -> list[outbox.JobRef]:
     """One delivery (and its job) per active subscription of the event's organization that
     names the event type, in the runner's transaction. Returns the jobs to relay once it
     commits; a second run creates nothing for subscriptions that already have a delivery."""
-    subscriptions = await runner.fetch(_SUBSCRIBERS, {"organization_id": event.organization_id})
-    already = {
-        row.subscription_id for row in await runner.fetch(_DELIVERED_TO, {"event_id": event.id})
-    }
+    return await fan_out_events(runner, [event])
+
+
+async def fan_out_events(runner: StatementRunner, events: list[Any]) -> list[outbox.JobRef]:
+    """`fan_out` for a batch: each organization's subscriptions are read once, and an event
+    no subscription names costs no statement at all."""
+    subscriptions: dict[str, list[Any]] = {}
     now = utcnow()
-    rows = [
-        {
-            "id": new_delivery_id(),
-            "organization_id": event.organization_id,
-            "subscription_id": subscription.id,
-            "event_id": event.id,
-            "event_type": event.type,
-            "now": now,
+    rows: list[dict[str, Any]] = []
+    for event in events:
+        organization_id = event.organization_id
+        if organization_id not in subscriptions:
+            subscriptions[organization_id] = await runner.fetch(
+                _SUBSCRIBERS, {"organization_id": organization_id}
+            )
+        named = [s for s in subscriptions[organization_id] if event.type in s.events]
+        if not named:
+            continue
+        already = {
+            row.subscription_id for row in await runner.fetch(_DELIVERED_TO, {"event_id": event.id})
         }
-        for subscription in subscriptions
-        if event.type in subscription.events and subscription.id not in already
-    ]
+        rows.extend(
+            {
+                "id": new_delivery_id(),
+                "organization_id": organization_id,
+                "subscription_id": subscription.id,
+                "event_id": event.id,
+                "event_type": event.type,
+                "now": now,
+            }
+            for subscription in named
+            if subscription.id not in already
+        )
+    if not rows:
+        return []
     await runner.execute_many(_INSERT_DELIVERY, rows)
     return await outbox.schedule_many(
         runner, DELIVER_ACTOR, [[row["id"]] for row in rows], queue=WEBHOOKS_QUEUE

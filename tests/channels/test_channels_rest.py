@@ -24,6 +24,7 @@ FIELDS = {
     "business_account_id",
     "name",
     "livemode",
+    "messages_per_second",
     "created_at",
     "updated_at",
 }

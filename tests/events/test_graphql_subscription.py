@@ -530,6 +530,9 @@ class BrokenStream:
     async def publish(self, organization_id: str, body: bytes) -> None:
         raise AssertionError("not used")
 
+    async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
+        raise AssertionError("not used")
+
     async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
         raise ConnectionError("redis://internal-host:6379 went away")
         yield {}  # a generator, like the real streams

@@ -19,7 +19,13 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
-from app.integrations.whatsapp.errors import PlatformUnavailable, WhatsAppError, from_error_body
+from app.integrations.whatsapp.errors import (
+    PairRateLimited,
+    PlatformUnavailable,
+    ThroughputExceeded,
+    WhatsAppError,
+    from_error_body,
+)
 from app.integrations.whatsapp.types import (
     GRAPH_API_VERSION,
     CreatedTemplate,
@@ -77,7 +83,10 @@ class GraphApiClient:
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
+        retry_throttling: bool = True,
     ) -> None:
+        """`retry_throttling=False`: 130429 and 131056 are raised at once, for a caller whose
+        send governor (app/channels/governor.py) holds the whole channel or recipient instead."""
         self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token
@@ -86,6 +95,7 @@ class GraphApiClient:
         self._timeout = timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
+        self._retry_throttling = retry_throttling
 
     async def __aenter__(self) -> GraphApiClient:
         return self
@@ -136,7 +146,10 @@ class GraphApiClient:
             except ValueError:
                 body = None
             error = from_error_body(body, response.status_code, _retry_after(response))
-            if error.retryable and attempt < self.retry.attempts:
+            governed = not self._retry_throttling and isinstance(
+                error, ThroughputExceeded | PairRateLimited
+            )
+            if error.retryable and not governed and attempt < self.retry.attempts:
                 delay = self.retry.backoff(attempt, error.retry_after)
                 logger.info(
                     "platform asked to retry",
@@ -218,12 +231,7 @@ class GraphApiClient:
             f"{self.root}/{phone_number_id}/messages",
             json={"messaging_product": "whatsapp", "recipient_type": "individual", **payload},
         )
-        try:
-            message_id = str(body["messages"][0]["id"])
-        except (KeyError, IndexError, TypeError) as exc:
-            raise WhatsAppError("Messaging platform accepted the message without an id") from exc
-        contacts = body.get("contacts") or [{}]
-        return SentMessage(message_id, str(contacts[0].get("wa_id", payload["to"].lstrip("+"))))
+        return sent_message_of(body, str(payload["to"]))
 
     async def send_text(self, phone_number_id: str, to: str, body: str) -> SentMessage:
         return await self._send(
@@ -234,19 +242,31 @@ class GraphApiClient:
     async def send_template(
         self, phone_number_id: str, to: str, template: TemplateMessage
     ) -> SentMessage:
-        payload: dict[str, Any] = {"name": template.name, "language": {"code": template.language}}
-        if template.body_parameters:
-            payload["components"] = [
-                {
-                    "type": "body",
-                    "parameters": [
-                        {"type": "text", "text": text} for text in template.body_parameters
-                    ],
-                }
-            ]
-        return await self._send(
-            phone_number_id, {"to": to, "type": "template", "template": payload}
-        )
+        return await self._send(phone_number_id, template_message_payload(to, template))
+
+
+def template_message_payload(to: str, template: TemplateMessage) -> dict[str, Any]:
+    """The messages endpoint's body for one template message (without the envelope fields
+    `messaging_product` and `recipient_type`)."""
+    payload: dict[str, Any] = {"name": template.name, "language": {"code": template.language}}
+    if template.body_parameters:
+        payload["components"] = [
+            {
+                "type": "body",
+                "parameters": [{"type": "text", "text": text} for text in template.body_parameters],
+            }
+        ]
+    return {"to": to, "type": "template", "template": payload}
+
+
+def sent_message_of(body: Any, to: str) -> SentMessage:
+    """The platform's answer to an accepted send, or WhatsAppError when it names no message."""
+    try:
+        message_id = str(body["messages"][0]["id"])
+    except (KeyError, IndexError, TypeError) as exc:
+        raise WhatsAppError("Messaging platform accepted the message without an id") from exc
+    contacts = body.get("contacts") or [{}]
+    return SentMessage(message_id, str(contacts[0].get("wa_id", to.lstrip("+"))))
 
 
 def _platform_template(item: dict[str, Any]) -> PlatformTemplate:

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.integrations.whatsapp.client import GraphApiClient
+from app.integrations.whatsapp.governed import GovernedPlatform, SendBudget
 from app.integrations.whatsapp.simulator import Simulator
 from app.integrations.whatsapp.types import WhatsAppPlatform
 from app.kit import outbox
@@ -43,18 +44,24 @@ async def platform_for(
     display_phone_number: str,
     settings: Settings,
     session: AsyncSession | None,
+    budget: SendBudget | None = None,
 ) -> AsyncIterator[WhatsAppPlatform]:
-    """Test mode needs `session` (the simulator records there); live work never holds one."""
+    """Test mode needs `session` (the simulator records there); live work never holds one.
+    With a `budget`, sends are paced by the channel's send governor (governed.py), in test
+    mode as live, and the governor, not the client, handles the platform's throttling."""
     if not livemode:
         if session is None:
             raise ValueError("the simulator records in a session; none was given")
-        yield Simulator(
+        simulator = Simulator(
             session,
             OutboxCallbacks(session),
             settings.whatsapp_app_secret_value(),
             business_account_id=business_account_id,
             display_phone_number=display_phone_number,
         )
+        yield simulator if budget is None else GovernedPlatform(simulator, budget)
         return
-    async with GraphApiClient(settings.graph_api_url, access_token) as client:
-        yield client
+    async with GraphApiClient(
+        settings.graph_api_url, access_token, retry_throttling=budget is None
+    ) as client:
+        yield client if budget is None else GovernedPlatform(client, budget)

@@ -4,12 +4,18 @@ It speaks the platform's wire format: bearer-token auth answered with error 190,
 envelope `{"error": {message, type, code, error_subcode, fbtrace_id}}`, cursor paging with
 `paging.cursors` and a full `paging.next` URL, the template library's filters, the messages
 endpoint's answer, and signed webhook callbacks. Faults are scripted per path.
+
+`FastMessages` is the messages endpoint alone, on aiohttp, for load: run it in its own
+process (`python tests/integrations/whatsapp/fake_graph.py --port 0 --token …`) so it never
+shares the sender's CPU. It records every send's recipient per phone number id (so duplicates
+can be counted) and answers `GET /_stats`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import itertools
 import socket
 import threading
@@ -61,6 +67,8 @@ class FakeGraph:
         self.page_size = page_size
         self.templates: dict[str, list[dict[str, Any]]] = {}
         self.messages: list[dict[str, Any]] = []
+        # time.monotonic() of each entry of `messages`, in the same order.
+        self.message_times: list[float] = []
         self.faults: list[Fault] = []
         self.requests: list[Seen] = []
         self.base_url = ""
@@ -226,6 +234,7 @@ class FakeGraph:
         to = str(body["to"])
         message_id = f"wamid.HBgL{next(self._ids)}"
         self.messages.append({**body, "id": message_id})
+        self.message_times.append(time.monotonic())
         return JSONResponse(
             {
                 "messaging_product": "whatsapp",
@@ -286,3 +295,111 @@ def running_fake_graph(token: str, page_size: int = 2) -> Iterator[FakeGraph]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+class FastMessages:
+    """`POST /v19.0/{phone_number_id}/messages` with the platform's answer (and error 190 for
+    a wrong token), minimal work per request. `GET /_stats` answers the counts: sends, unique
+    recipients, duplicates, per phone number id, and the wall-clock time of the first and last
+    send (`?since=<unix time>`: also the count, first and last time of the sends after it)."""
+
+    def __init__(self, token: str) -> None:
+        self.authorization = f"Bearer {token}"
+        self.seen: dict[tuple[str, str], int] = {}
+        self.per_number: dict[str, int] = {}
+        self.sends = 0
+        self.duplicates = 0
+        self.first = 0.0
+        self.last = 0.0
+        self.times: list[float] = []
+        self._ids = itertools.count(1)
+
+    def app(self) -> Any:
+        from aiohttp import web
+
+        async def send(request: web.Request) -> web.Response:
+            import orjson
+
+            if request.headers.get("Authorization") != self.authorization:
+                return web.Response(
+                    body=orjson.dumps(error_body(190, "Invalid OAuth access token")),
+                    status=401,
+                    content_type="application/json",
+                )
+            body = orjson.loads(await request.read())
+            if body.get("messaging_product") != "whatsapp":
+                return web.Response(
+                    body=orjson.dumps(error_body(100, "(#100) Invalid parameter")),
+                    status=400,
+                    content_type="application/json",
+                )
+            now = time.time()
+            number = request.match_info["number"]
+            to = str(body["to"])
+            key = (number, to)
+            count = self.seen.get(key, 0)
+            self.seen[key] = count + 1
+            if count:
+                self.duplicates += 1
+            self.per_number[number] = self.per_number.get(number, 0) + 1
+            self.sends += 1
+            self.first = self.first or now
+            self.last = now
+            self.times.append(now)
+            message_id = f"wamid.HBgL{next(self._ids)}"
+            return web.Response(
+                body=orjson.dumps(
+                    {
+                        "messaging_product": "whatsapp",
+                        "contacts": [{"input": to, "wa_id": to.lstrip("+")}],
+                        "messages": [{"id": message_id}],
+                    }
+                ),
+                content_type="application/json",
+            )
+
+        async def stats(request: web.Request) -> web.Response:
+            since = float(request.query.get("since", "0") or 0)
+            start = bisect.bisect_right(self.times, since)
+            after = len(self.times) - start
+            return web.json_response(
+                {
+                    "sends": self.sends,
+                    "unique": len(self.seen),
+                    "duplicates": self.duplicates,
+                    "per_number": self.per_number,
+                    "first": self.first,
+                    "last": self.last,
+                    "sends_since": after,
+                    "first_since": self.times[start] if after else 0.0,
+                    "last_since": self.times[-1] if after else 0.0,
+                }
+            )
+
+        app = web.Application()
+        app.router.add_post(f"{VERSION}/{{number}}/messages", send)
+        app.router.add_get("/_stats", stats)
+        return app
+
+
+def main() -> None:
+    import argparse
+
+    from aiohttp import web
+
+    parser = argparse.ArgumentParser(description="The fake messages endpoint, for load")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--token", required=True)
+    args = parser.parse_args()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    print(f"listening http://{args.host}:{sock.getsockname()[1]}", flush=True)
+    web.run_app(
+        FastMessages(args.token).app(), sock=sock, print=None, access_log=None, backlog=1024
+    )
+
+
+if __name__ == "__main__":
+    main()
