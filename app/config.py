@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     # subscription handshake is refused.
     whatsapp_app_secret: str | None = Field(default=None, repr=False)
     whatsapp_verify_token: str | None = Field(default=None, repr=False)
+    # A campaign recipient claimed this long ago and still unsettled belongs to a dispatch run
+    # that died mid-send: reconciled (failed as unconfirmed, never blindly resent).
+    campaign_claim_stale_seconds: float = Field(default=300.0, gt=0)
     rate_limit_per_key: str = "100/s"
     rate_limit_per_org: str = "300/s"
     # Requests without a credential (introspection, login) have no key to count against.
