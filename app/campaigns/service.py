@@ -56,8 +56,6 @@ MESSAGE_FAILED = "campaign.message.failed"
 # Every campaign message is also an outbound message: handed to the platform, or not.
 OUTBOUND_SENT = "message.sent"
 OUTBOUND_FAILED = "message.failed"
-# A claim not settled this long after it was taken belongs to a run that died mid-send.
-CLAIM_STALE_SECONDS = 300.0
 UNCONFIRMED_SEND = (
     "The send was interrupted before the platform's answer was recorded; not resent, to "
     "avoid a duplicate message"
@@ -532,7 +530,9 @@ async def release_unsent(session: AsyncSession, campaign_id: str, contact_ids: l
     await ledger.release_claims(session, campaign_id, contact_ids)
 
 
-async def finish_dispatch(session: AsyncSession, campaign_id: str) -> datetime | None:
+async def finish_dispatch(
+    session: AsyncSession, campaign_id: str, claim_stale_seconds: float
+) -> datetime | None:
     """The end of a dispatch run. Answers when to run again: now while recipients are
     pending, when the oldest claim of another run goes stale, or None (not sending any more,
     or every recipient settled: then completed)."""
@@ -540,7 +540,7 @@ async def finish_dispatch(session: AsyncSession, campaign_id: str) -> datetime |
         return None
     if await ledger.has_pending(session, campaign_id):
         return utcnow()
-    waiting = await _reconcile_claims(session, campaign_id)
+    waiting = await _reconcile_claims(session, campaign_id, claim_stale_seconds)
     if waiting is not None:
         return waiting
     counters = await ledger.ledger_counters(session, campaign_id)
@@ -549,13 +549,15 @@ async def finish_dispatch(session: AsyncSession, campaign_id: str) -> datetime |
     return None
 
 
-async def _reconcile_claims(session: AsyncSession, campaign_id: str) -> datetime | None:
-    """Claims no run confirmed. A claim older than CLAIM_STALE_SECONDS belongs to a run that
-    died between the claim and the record of its outcome: whether the platform accepted the
-    message is unknown, and a resend could deliver it twice, so it is failed with that reason
-    (at most once). Younger claims may still be in flight: answers when to look again."""
+async def _reconcile_claims(
+    session: AsyncSession, campaign_id: str, claim_stale_seconds: float
+) -> datetime | None:
+    """Claims no run confirmed. A claim older than `claim_stale_seconds` (a setting) belongs
+    to a run that died between the claim and the record of its outcome: whether the platform
+    accepted the message is unknown, and a resend could deliver it twice, so it is failed with
+    that reason (at most once). Younger claims may still be in flight: answers when to look again."""
     now = utcnow()
-    stale_before = now - timedelta(seconds=CLAIM_STALE_SECONDS)
+    stale_before = now - timedelta(seconds=claim_stale_seconds)
     failed = await ledger.fail_stale_claims(
         session, campaign_id, stale_before, UNCONFIRMED_SEND, now
     )
@@ -569,7 +571,7 @@ async def _reconcile_claims(session: AsyncSession, campaign_id: str) -> datetime
     oldest = await ledger.oldest_claim(session, campaign_id)
     if oldest is None:
         return None
-    return oldest + timedelta(seconds=CLAIM_STALE_SECONDS)
+    return oldest + timedelta(seconds=claim_stale_seconds)
 
 
 async def _complete(session: AsyncSession, campaign_id: str) -> None:

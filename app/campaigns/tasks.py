@@ -106,7 +106,9 @@ async def dispatch_campaign(
     else:
         await _simulate(resources, plan)
     async with resources.session(writes=True) as session:
-        again = await service.finish_dispatch(session, campaign_id)
+        again = await service.finish_dispatch(
+            session, campaign_id, resources.settings.campaign_claim_stale_seconds
+        )
         await session.commit()
     return again
 

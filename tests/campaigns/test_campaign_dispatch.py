@@ -277,14 +277,17 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
     # While the claim is young it may still be in flight: look again when it goes stale.
     again = await tasks.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
-    expected = claimed_at + timedelta(seconds=service.CLAIM_STALE_SECONDS)
+    expected = claimed_at + timedelta(seconds=jobs.resources.settings.campaign_claim_stale_seconds)
     assert abs((again - expected).total_seconds()) < 0.01
     assert (await fetch(client, acme, campaign["id"]))["status"] == "sending"
     async with sessionmaker() as session:
         await session.execute(
             update(CampaignRecipient)
             .where(CampaignRecipient.status == "claimed")
-            .values(claimed_at=claimed_at - timedelta(seconds=service.CLAIM_STALE_SECONDS + 1))
+            .values(
+                claimed_at=claimed_at
+                - timedelta(seconds=jobs.resources.settings.campaign_claim_stale_seconds + 1)
+            )
         )
         await session.commit()
     assert await tasks.dispatch_campaign(jobs.resources, campaign["id"]) is None
