@@ -555,7 +555,8 @@ async def _reconcile_claims(
     """Claims no run confirmed. A claim older than `claim_stale_seconds` (a setting) belongs
     to a run that died between the claim and the record of its outcome: whether the platform
     accepted the message is unknown, and a resend could deliver it twice, so it is failed with
-    that reason (at most once). Younger claims may still be in flight: answers when to look again."""
+    that reason (at most once). Younger claims may still be in flight: answers when to look
+    again."""
     now = utcnow()
     stale_before = now - timedelta(seconds=claim_stale_seconds)
     failed = await ledger.fail_stale_claims(
