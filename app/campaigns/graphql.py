@@ -20,6 +20,7 @@ from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
 from app.channels.service import LiveChannelForbidden
+from app.contacts.graphql import Contact, as_contact
 from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
@@ -30,7 +31,27 @@ from app.kit.errors import DomainError, InvalidInput, InvalidState, NotFound
 from app.kit.pagination import CursorPage, PageParams
 
 RECIPIENTS_LOADER = "campaigns.recipients"
+CONTACTS_LOADER = "campaigns.recipient_contacts"
 CampaignRecipientStatus = strawberry.enum(RecipientStatus, name="CampaignRecipientStatus")
+
+
+def contacts_loader(context: Context) -> DataLoader[str, Any]:
+    """One query for the contacts of every recipient a response shows."""
+
+    async def load(keys: list[str]) -> list[Any]:
+        async with context.db() as session:
+            rows = await reports.recipient_contacts(session, context.require_subject(), keys)
+        return [rows.get(key) for key in keys]
+
+    loader = context.loaders.get(CONTACTS_LOADER)
+    if loader is None:
+        loader = context.loaders[CONTACTS_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[str, Any], loader)
+
+
+async def _contact(root: strawberry.Parent[Any], info: Info[Context, None]) -> Contact | None:
+    row = await contacts_loader(info.context).load(root.contact_id)
+    return None if row is None else as_contact(row)
 
 
 @strawberry.type(description="One contact of a launched campaign, as its ledger has it.")
@@ -40,6 +61,12 @@ class CampaignRecipient:
         "also its cursor for `after`"
     )
     contact_id: str
+    contact: Contact | None = strawberry.field(
+        resolver=_contact,
+        extensions=requires(Scope.FULL_ACCESS),
+        description="The contact as it is now; null once deleted (needs full_access, as "
+        "contacts do). Batched per response.",
+    )
     phone_number: str = strawberry.field(description="As it was at launch")
     name: str = strawberry.field(description="The contact's name as it was at launch")
     status: str = strawberry.field(

@@ -17,6 +17,8 @@ from sqlalchemy import ColumnElement, Select, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.models import Campaign, CampaignRecipient
+from app.contacts.models import Contact
+from app.contacts.repository import ContactRepository
 
 RECIPIENT_COLUMNS = (
     CampaignRecipient.campaign_id,
@@ -167,3 +169,18 @@ async def progress_row(session: AsyncSession, organization_id: str, campaign_id:
         )
     )
     return rows.first()
+
+
+async def contact_rows(
+    session: AsyncSession, organization_id: str, contact_ids: Sequence[str]
+) -> dict[str, Any]:
+    """The organization's contacts among `contact_ids`, by id (deleted ones are absent)."""
+    if not contact_ids:
+        return {}
+    rows = await session.execute(
+        select(*ContactRepository.list_columns).where(
+            Contact.organization_id == organization_id,
+            Contact.id.in_(list(dict.fromkeys(contact_ids))),
+        )
+    )
+    return {row.id: row for row in rows.all()}

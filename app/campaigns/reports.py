@@ -123,6 +123,13 @@ async def recipient_pages(
     return answers
 
 
+async def recipient_contacts(
+    session: AsyncSession, subject: Subject, contact_ids: Sequence[str]
+) -> dict[str, Any]:
+    """The caller's organization's contacts among `contact_ids`, by id (deleted ones absent)."""
+    return await ledger_reads.contact_rows(session, subject.organization_id, contact_ids)
+
+
 # --- stats and progress ----------------------------------------------------------------------
 
 
