@@ -10,8 +10,10 @@ import itertools
 import uuid
 from typing import Any
 
+import pytest
 from sqlalchemy import update
 
+from app.campaigns import reports
 from app.campaigns.models import Campaign
 from tests.campaigns.conftest import CAMPAIGNS, CONTACTS
 from tests.conftest import Tenant
@@ -120,7 +122,13 @@ def counters(step: dict[str, Any]) -> list[int]:
     return [step["stats"][name] for name in COUNTERS]
 
 
-async def test_progress_from_draft_to_completed_with_exact_counters(harness: Harness) -> None:  # noqa: F811
+async def test_progress_from_draft_to_completed_with_exact_counters(
+    harness: Harness,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A draft is re-read only every minute here: the launch must reach the subscriber
+    # through the campaign's events.
+    monkeypatch.setattr(reports, "DRAFT_RECHECK_SECONDS", 60.0)
     tenant = await harness.tenants.organization()
     phones = ["+15005550001", "+15005550009", "+15005550010", "+14155550100", "+14155550101"]
     body = await prepare(harness, tenant, phones)
@@ -135,8 +143,10 @@ async def test_progress_from_draft_to_completed_with_exact_counters(harness: Har
             "draft",
             [0, 0, 0, 0, 0],
         )
+        launched_at = asyncio.get_running_loop().time()
         await move(harness, tenant, campaign_id, "launch")
         steps = [first, *await until_complete(socket)]
+        assert asyncio.get_running_loop().time() - launched_at < 30.0
 
         # Completed = every recipient sent or failed; receipts may still move the counters
         # (…09 fails after its send, reads come later): the campaign's stats show them.
