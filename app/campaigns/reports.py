@@ -263,8 +263,9 @@ async def watch_progress(
                 # One pending read of the stream across timeouts: cancelling it would close
                 # the stream's generator.
                 listening = asyncio.ensure_future(anext(events))
-            timeout = max(due - loop.time(), 0.0)
-            if listening is not None:
+            timeout = due - loop.time()
+            # Once a read is due it happens, however many events are still queued.
+            if timeout > 0 and listening is not None:
                 done, _ = await asyncio.wait({listening}, timeout=timeout)
                 if listening in done:
                     finished, listening = listening, None
@@ -276,7 +277,7 @@ async def watch_progress(
                     else:
                         dirty = dirty or concerns(body, current.campaign_id, livemode)
                     continue
-            else:
+            elif timeout > 0:
                 await asyncio.sleep(timeout)
             last_read, dirty = loop.time(), False
             latest = await reread_progress(open_session, organization_id, current.campaign_id)

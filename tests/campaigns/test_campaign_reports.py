@@ -551,3 +551,88 @@ async def test_the_contact_of_a_recipient_needs_full_access_and_may_be_gone(
     recipients_seen = scoped["data"]["campaign"]["recipients"]["nodes"]
     assert len(recipients_seen) == len(PEOPLE)
     assert all(node["contact"] is None for node in recipients_seen)
+
+
+# --- the progress watcher, without a database -------------------------------------------------
+
+
+def snapshot(status: str, sent: int) -> reports.ProgressSnapshot:
+    class Row:
+        total_contacts_count, sent_count, delivered_count, read_count, failed_count = (
+            3,
+            sent,
+            0,
+            0,
+            0,
+        )
+
+    return reports.ProgressSnapshot("c1", status, reports.campaign_stats(Row()), None, None)
+
+
+async def watched(
+    monkeypatch: pytest.MonkeyPatch, events: AsyncIterator[dict[str, Any]]
+) -> tuple[list[reports.ProgressSnapshot], int]:
+    """What watch_progress yields while the row goes sending 1 → 2 → completed 3, one step
+    per read."""
+    rows = iter(
+        [
+            snapshot("sending", 1),
+            snapshot("sending", 2),
+            snapshot("sending", 2),
+            snapshot("completed", 3),
+        ]
+    )
+    reads = 0
+
+    async def reread(*_args: Any) -> reports.ProgressSnapshot:
+        nonlocal reads
+        reads += 1
+        return next(rows)
+
+    async def nothing() -> None:
+        return None
+
+    monkeypatch.setattr(reports, "reread_progress", reread)
+    updates = reports.watch_progress(
+        snapshot("sending", 0),
+        open_session=None,  # type: ignore[arg-type]
+        events=events,
+        organization_id="o1",
+        livemode=False,
+        poll_seconds=0.05,
+        before_yield=nothing,
+    )
+
+    async def collect() -> list[reports.ProgressSnapshot]:
+        return [update async for update in updates]
+
+    return await asyncio.wait_for(collect(), 5.0), reads
+
+
+async def test_progress_reads_are_not_starved_by_a_flood_of_other_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def flood() -> AsyncIterator[dict[str, Any]]:
+        while True:  # always ready: another campaign at full speed
+            yield {"type": "campaign.message.delivered", "livemode": False, "data": {}}
+
+    seen, reads = await watched(monkeypatch, flood())
+    # Only changes are yielded: the repeated "sending 2" is not.
+    assert [(step.status, step.stats.sent) for step in seen] == [
+        ("sending", 0),
+        ("sending", 1),
+        ("sending", 2),
+        ("completed", 3),
+    ]
+    assert reads == 4
+
+
+async def test_progress_goes_on_by_polling_when_the_stream_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def broken() -> AsyncIterator[dict[str, Any]]:
+        raise ConnectionError("redis went away")
+        yield {}  # a generator, like the real streams
+
+    seen, _reads = await watched(monkeypatch, broken())
+    assert [step.status for step in seen][-1] == "completed"
