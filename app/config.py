@@ -129,6 +129,9 @@ class Settings(BaseSettings):
     telephony_timeout_seconds: float = Field(default=10.0, gt=0)
     # A simulated custom-tool or LLM request of an agent call gives up after this long.
     agent_tool_timeout_seconds: float = Field(default=5.0, gt=0)
+    # campaignProgress re-reads a scheduled, sending or paused campaign's row this often
+    # (status callbacks move counters without an event of their own).
+    campaign_progress_poll_seconds: float = Field(default=0.5, gt=0, le=1.0)
 
     # Knowledge base (app/knowledge/): uploads, extraction limits, chunking, embeddings.
     storage_endpoint_url: str | None = Field(

@@ -3,27 +3,161 @@ requires `campaigns:manage`; mutations answer typed errors (`errors: [UserError]
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import strawberry
+from graphql import GraphQLError
 from sqlalchemy.ext.asyncio import AsyncSession
+from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.auth.scopes import Scope
 from app.auth.subject import Subject
-from app.campaigns import service
+from app.campaigns import reports, service
+from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
 from app.channels.service import LiveChannelForbidden
+from app.contacts.graphql import Contact, as_contact
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
-from app.graphql.pagination import numbered_page
+from app.graphql.pagination import Connection, PageInfo, numbered_page
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_or_none
 from app.kit.errors import DomainError, InvalidInput, InvalidState, NotFound
-from app.kit.pagination import PageParams
+from app.kit.pagination import CursorPage, PageParams
+
+RECIPIENTS_LOADER = "campaigns.recipients"
+CONTACTS_LOADER = "campaigns.recipient_contacts"
+CampaignRecipientStatus = strawberry.enum(RecipientStatus, name="CampaignRecipientStatus")
+
+
+def contacts_loader(context: Context) -> DataLoader[str, Any]:
+    """One query for the contacts of every recipient a response shows."""
+
+    async def load(keys: list[str]) -> list[Any]:
+        async with context.db() as session:
+            rows = await reports.recipient_contacts(session, context.require_subject(), keys)
+        return [rows.get(key) for key in keys]
+
+    loader = context.loaders.get(CONTACTS_LOADER)
+    if loader is None:
+        loader = context.loaders[CONTACTS_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[str, Any], loader)
+
+
+async def _contact(root: strawberry.Parent[Any], info: Info[Context, None]) -> Contact | None:
+    row = await contacts_loader(info.context).load(root.contact_id)
+    return None if row is None else as_contact(row)
+
+
+@strawberry.type(description="One contact of a launched campaign, as its ledger has it.")
+class CampaignRecipient:
+    id: strawberry.ID = strawberry.field(
+        description="The recipient's contact id (one recipient per contact and campaign), "
+        "also its cursor for `after`"
+    )
+    contact_id: str
+    contact: Contact | None = strawberry.field(
+        resolver=_contact,
+        extensions=requires(Scope.FULL_ACCESS),
+        description="The contact as it is now; null once deleted (needs full_access, as "
+        "contacts do). Batched per response.",
+    )
+    phone_number: str = strawberry.field(description="As it was at launch")
+    name: str = strawberry.field(description="The contact's name as it was at launch")
+    status: str = strawberry.field(
+        description="pending, claimed (being sent), sent, delivered, read or failed"
+    )
+    platform_message_id: str | None = strawberry.field(
+        description="WhatsApp's message id once the platform accepted the message"
+    )
+    error: str | None = strawberry.field(description="Why it failed")
+    sent_at: datetime | None
+    delivered_at: datetime | None
+    read_at: datetime | None
+    failed_at: datetime | None
+
+
+def as_recipient(row: Any) -> CampaignRecipient:
+    return CampaignRecipient(
+        id=strawberry.ID(row.contact_id),
+        contact_id=row.contact_id,
+        phone_number=row.phone_number,
+        name=row.name,
+        status=row.status,
+        platform_message_id=row.platform_message_id,
+        error=row.error,
+        sent_at=row.sent_at,
+        delivered_at=row.delivered_at,
+        read_at=row.read_at,
+        failed_at=row.failed_at,
+    )
+
+
+CampaignRecipientConnection = Connection[CampaignRecipient]
+
+
+@strawberry.type(
+    description="The campaign's counters (kept equal to its recipient ledger) and the rates "
+    "derived from them; rates are fractions from 0 to 1, null while their base is 0."
+)
+class CampaignStats:
+    total: int = strawberry.field(description="Recipients resolved at launch")
+    pending: int = strawberry.field(description="Neither handed to the platform nor failed yet")
+    sent: int = strawberry.field(description="Handed to the platform (delivered and read too)")
+    delivered: int = strawberry.field(description="Delivered (read too)")
+    read: int
+    failed: int
+    delivery_rate: float | None = strawberry.field(description="delivered / sent")
+    read_rate: float | None = strawberry.field(description="read / delivered")
+    failure_rate: float | None = strawberry.field(description="failed / (sent + failed)")
+    progress: float | None = strawberry.field(description="(sent + failed) / total")
+
+
+def as_stats(stats: reports.CampaignStats) -> CampaignStats:
+    return CampaignStats(
+        total=stats.total,
+        pending=stats.pending,
+        sent=stats.sent,
+        delivered=stats.delivered,
+        read=stats.read,
+        failed=stats.failed,
+        delivery_rate=stats.delivery_rate,
+        read_rate=stats.read_rate,
+        failure_rate=stats.failure_rate,
+        progress=stats.progress,
+    )
+
+
+RecipientsKey = tuple[str, reports.RecipientQuery]
+
+
+def recipients_loader(context: Context) -> DataLoader[RecipientsKey, CursorPage[Any]]:
+    """One set of statements for the recipient pages of every campaign a response shows
+    (with the same arguments)."""
+
+    async def load(keys: list[RecipientsKey]) -> list[CursorPage[Any] | BaseException]:
+        by_query: dict[reports.RecipientQuery, list[str]] = {}
+        for campaign_id, query in keys:
+            by_query.setdefault(query, []).append(campaign_id)
+        found: dict[RecipientsKey, CursorPage[Any] | BaseException] = {}
+        async with context.db() as session:
+            for query, campaign_ids in by_query.items():
+                pages = await reports.recipient_pages(session, campaign_ids, query)
+                for campaign_id, page in pages.items():
+                    found[(campaign_id, query)] = (
+                        as_graphql_error(page) if isinstance(page, DomainError) else page
+                    )
+        return [found[key] for key in keys]
+
+    loader = context.loaders.get(RECIPIENTS_LOADER)
+    if loader is None:
+        loader = context.loaders[RECIPIENTS_LOADER] = DataLoader(load_fn=load)
+    return cast(DataLoader[RecipientsKey, CursorPage[Any]], loader)
 
 
 @strawberry.type(description="An outbound template message sent to an audience of contacts.")
@@ -50,6 +184,40 @@ class Campaign:
     failed_count: int
     created_at: datetime
     updated_at: datetime
+
+    @strawberry.field(description="The counters and the rates derived from them")
+    def stats(self) -> CampaignStats:
+        return as_stats(reports.campaign_stats(self))
+
+    @strawberry.field(
+        description="The recipient ledger in contact id order (a recipient whose status "
+        "changes keeps its place); `status` keeps only recipients in those statuses; "
+        "`first` 1 to 100 (default 20); `after` an `endCursor`. Batched per response."
+    )
+    async def recipients(
+        self,
+        info: Info[Context, None],
+        status: list[CampaignRecipientStatus] | None = None,  # type: ignore[valid-type]
+        first: int | None = None,
+        after: str | None = None,
+    ) -> CampaignRecipientConnection:
+        try:
+            query = reports.recipient_query(status, first, after)
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        page = await recipients_loader(info.context).load((str(self.id), query))
+        nodes = [as_recipient(row) for row in page.items]
+        ids = [node.contact_id for node in nodes]
+        return CampaignRecipientConnection(
+            nodes=nodes,
+            page_info=PageInfo(
+                has_next_page=page.has_more,
+                has_previous_page=page.has_previous,
+                start_cursor=ids[0] if ids else None,
+                end_cursor=ids[-1] if ids else None,
+            ),
+            total_count=page.total_count,
+        )
 
 
 def as_campaign(row: Any) -> Campaign:
@@ -203,3 +371,72 @@ class Mutation:
     @CAMPAIGNS.mutation()
     async def cancel_campaign(self, info: Info[Context, None], id: strawberry.ID) -> Payload:
         return await _move(info, id, service.cancel_campaign)
+
+
+@strawberry.type(description="A campaign's status and counters at one moment.")
+class CampaignProgress:
+    campaign_id: strawberry.ID
+    status: str = strawberry.field(
+        description="draft, scheduled, sending, paused, completed or cancelled"
+    )
+    stats: CampaignStats
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+def as_progress(snapshot: reports.ProgressSnapshot) -> CampaignProgress:
+    return CampaignProgress(
+        campaign_id=strawberry.ID(snapshot.campaign_id),
+        status=snapshot.status,
+        stats=as_stats(snapshot.stats),
+        started_at=snapshot.started_at,
+        completed_at=snapshot.completed_at,
+    )
+
+
+async def _progress(
+    context: SocketContext, subject: Subject, first: reports.ProgressSnapshot
+) -> AsyncGenerator[CampaignProgress, None]:
+    resources = context.resources
+    events: AsyncIterator[dict[str, Any]] = resources.event_stream.subscribe(
+        subject.organization_id
+    )
+    updates = reports.watch_progress(
+        first,
+        open_session=lambda: resources.session(writes=False),
+        events=events,
+        organization_id=subject.organization_id,
+        livemode=subject.livemode,
+        poll_seconds=resources.settings.campaign_progress_poll_seconds,
+        before_yield=context.recheck,
+    )
+    try:
+        async for snapshot in updates:
+            yield as_progress(snapshot)
+    except reports.CampaignGone:
+        raise as_graphql_error(NotFound(service.CAMPAIGN)) from None
+    finally:
+        await updates.aclose()  # type: ignore[attr-defined]
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        extensions=requires(Scope.CAMPAIGNS_MANAGE),
+        description="The campaign's status and counters now, then each time they change, "
+        "until it is completed or cancelled.",
+    )
+    async def campaign_progress(
+        self, info: Info[Context, None], id: strawberry.ID
+    ) -> AsyncGenerator[CampaignProgress, None]:
+        # Not a generator itself: an unknown id is refused before the subscription starts.
+        context = info.context
+        if not isinstance(context, SocketContext):
+            raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
+        subject = context.require_subject()
+        try:
+            async with context.db() as session:
+                first = await reports.progress_snapshot(session, subject, id)
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        return _progress(context, subject, first)

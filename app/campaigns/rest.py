@@ -1,5 +1,6 @@
-"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes.
-Every route requires `campaigns:manage`."""
+"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes, and
+the recipient ledger as CSV (app/campaigns/reports.py). Every route requires
+`campaigns:manage`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
 from app.auth.scopes import Scope
 from app.auth.subject import Subject
-from app.campaigns import service
+from app.campaigns import reports, service
 from app.campaigns.schemas import (
     CampaignCreate,
     CampaignPageQuery,
@@ -51,6 +52,26 @@ async def update_campaign(ctx: RequestContext) -> Response:
 async def delete_campaign(ctx: RequestContext) -> Response:
     await service.delete_campaign(ctx.session, ctx.subject, ctx.path_param("campaign_id"))
     return Response(status_code=204)
+
+
+CSV_MEDIA_TYPE = "text/csv"
+
+
+async def export_campaign_recipients(ctx: RequestContext) -> Response:
+    campaign = await service.get_campaign(ctx.session, ctx.subject, ctx.path_param("campaign_id"))
+    # The request's read ends here; the body is read batch by batch, each in a short session
+    # of its own, while the client downloads it.
+    resources = ctx.resources
+    rows = reports.recipients_csv(lambda: resources.session(writes=False), campaign.id)
+    return StreamingResponse(
+        rows,
+        headers={
+            # Set directly: Starlette would append its own charset to a text/* media type.
+            "Content-Type": CSV_MEDIA_TYPE + "; charset=utf-8",
+            "Content-Disposition": f'attachment; filename="{reports.csv_file_name(campaign.id)}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 Move = Callable[[AsyncSession, Subject, str], Awaitable[Any]]
@@ -136,6 +157,16 @@ OPERATIONS = (
         _TAG,
         status_code=204,
         errors=(400, 404),
+    ),
+    Operation(
+        "GET",
+        "/campaigns/{campaign_id}/recipients.csv",
+        export_campaign_recipients,
+        Scope.CAMPAIGNS_MANAGE,
+        "Download the recipient ledger as CSV (streamed, contact id order)",
+        _TAG,
+        errors=(404,),
+        binary_response=(CSV_MEDIA_TYPE,),
     ),
     _action(
         "launch",
