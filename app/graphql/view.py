@@ -273,7 +273,7 @@ class GraphQLEndpoint:
                 await response(scope, receive, send)
                 return
             except Exception:
-                # e.g. Redis (rate limits) unreachable: answer like REST does, logged.
+                # e.g. the database unreachable (Redis failures fall back): answer like REST.
                 logger.exception("graphql gateway failure")
                 await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
                 return

@@ -1,8 +1,8 @@
 """SQLite: a trigram full-text index of contact names and phone numbers (contact search)
 
 PostgreSQL searches contacts through trigram and pattern indexes (0009); this gives SQLite its
-counterpart: an external-content FTS5 table with the trigram tokenizer (SQLite 3.34+), kept by
-triggers, read by app/contacts/repository.py. It refers to contacts by their rowid (contacts
+counterpart: an external-content FTS5 table with the trigram tokenizer, kept by triggers, read
+by app/contacts/repository.py (its reads need SQLite 3.35+ for `MATERIALIZED`). It refers to contacts by their rowid (contacts
 have a text key): after a `VACUUM`, which may renumber rowids, or a migration that rebuilds the
 contacts table, run `INSERT INTO contacts_fts(contacts_fts) VALUES ('rebuild')` (and, for the
 latter, create these triggers again). Nothing changes on PostgreSQL.
@@ -13,6 +13,8 @@ Create Date: 2026-11-24 00:20:00
 """
 
 from __future__ import annotations
+
+import sqlite3
 
 from alembic import op
 
@@ -40,8 +42,16 @@ SQLITE_SEARCH = (
 )
 
 
+MIN_SQLITE = (3, 35, 0)
+
+
 def upgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise RuntimeError(
+                f"SQLite {sqlite3.sqlite_version} is too old for contact search; "
+                f"Switchboard needs {'.'.join(map(str, MIN_SQLITE))} or later"
+            )
         for statement in SQLITE_SEARCH:
             op.execute(statement)
 
