@@ -20,11 +20,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
-import structlog
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.stream import CHANNEL_PREFIX
+from app.kit import redis_clients
 from app.kit.cache import GenerationalCache, backend_for
 from app.kit.ratelimit import FallbackRateLimiter, MemoryRateLimiter, RateLimit
 from app.kit.redis_clients import REDIS_FAILURES_TOTAL, OutageReport
@@ -293,14 +293,22 @@ async def test_the_limiter_probes_redis_once_per_window() -> None:
     assert primary.hits == 2  # one probe per window
 
 
-async def test_an_outage_is_logged_once_per_interval() -> None:
+async def test_an_outage_is_logged_once_per_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    warnings: list[dict[str, Any]] = []
+
+    class Recorder:
+        def warning(self, event: str, **fields: Any) -> None:
+            warnings.append({"event": event, **fields})
+
+    monkeypatch.setattr(redis_clients, "logger", Recorder())
     now = [0.0]
     report = OutageReport("test", interval_seconds=60.0, clock=lambda: now[0])
-    with structlog.testing.capture_logs() as logs:
-        for _ in range(5):
-            report.failed(TimeoutError("no answer"), "fallback")
-            now[0] += 10.0  # 0, 10, ... 40: one warning, four failures counted only
-        now[0] = 60.0
+    failed_before = failures("test")
+    for _ in range(5):
         report.failed(TimeoutError("no answer"), "fallback")
-    warnings = [log for log in logs if log["event"] == "redis unavailable"]
+        now[0] += 10.0  # 0, 10, ... 40: one warning, four failures counted only
+    now[0] = 60.0
+    report.failed(TimeoutError("no answer"), "fallback")
     assert [w["failures_since_last_warning"] for w in warnings] == [0, 4]
+    assert {w["event"] for w in warnings} == {"redis unavailable"}
+    assert failures("test") == failed_before + 6
