@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     rate_limit_per_address: str = "60/m"
     # Login attempts from one client address, whatever e-mails they name (password spraying).
     login_rate_limit_per_address: str = "30/10m"
+    # Failed credential checks (bad, expired or revoked keys and tokens) from one client address;
+    # past it the address gets 429 whatever it sends, until the bucket has room (key spraying).
+    auth_failure_rate_limit_per_address: str = "30/m"
     # Compiled plans for repeated queries (app/graphql/planned.py); off: Strawberry runs all.
     graphql_planning: bool = True
     jwt_ttl_seconds: int = Field(default=3600, ge=60)
@@ -113,6 +116,10 @@ class Settings(BaseSettings):
     webhook_endpoint_concurrency: int = Field(default=8, ge=1)
     webhook_breaker_failures: int = Field(default=5, ge=1)
     webhook_breaker_seconds: float = Field(default=30.0, gt=0)
+    # The API process's Redis client (rate limits, caches, event publishing): connecting, and
+    # then each reply, may take this long before the caller falls back (app/kit/redis_clients.py).
+    redis_connect_timeout_seconds: float = Field(default=1.0, gt=0)
+    redis_timeout_seconds: float = Field(default=0.5, gt=0)
     # Socket timeouts of the job broker's Redis client: a Redis that stops answering costs a
     # relay this long, then the outbox sweep sends the job later.
     broker_timeout_seconds: float = Field(default=2.0, gt=0)
@@ -178,6 +185,7 @@ class Settings(BaseSettings):
         "rate_limit_per_org",
         "rate_limit_per_address",
         "login_rate_limit_per_address",
+        "auth_failure_rate_limit_per_address",
         "knowledge_upload_rate_limit",
     )
     @classmethod
@@ -239,6 +247,10 @@ class Settings(BaseSettings):
     @cached_property
     def login_address_rate_limit(self) -> RateLimit:
         return RateLimit.parse(self.login_rate_limit_per_address)
+
+    @cached_property
+    def auth_failure_address_rate_limit(self) -> RateLimit:
+        return RateLimit.parse(self.auth_failure_rate_limit_per_address)
 
     @cached_property
     def knowledge_upload_limit(self) -> RateLimit:

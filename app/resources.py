@@ -10,12 +10,14 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.auth.cache import CredentialCache, RevocationListener
+from app.auth.failures import FailedAuthentications
 from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import ReadPool
 from app.events.stream import LOCAL_EVENT_STREAM, EventStream, RedisEventStream
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
+from app.kit.redis_clients import command_client, listening_client
 
 
 @dataclass
@@ -39,6 +41,10 @@ class Resources:
     event_stream: EventStream = LOCAL_EVENT_STREAM
     # Paces every send of a channel, one budget across processes (app/channels/governor.py).
     send_governor: SendGovernor = field(default_factory=LocalSendGovernor)
+    # The subscriptions' pub/sub client: no read timeout (app/kit/redis_clients.py).
+    listening_redis: Redis | None = None
+    # Client addresses refused for failing credential checks (app/auth/failures.py).
+    failed_authentications: FailedAuthentications = field(default_factory=FailedAuthentications)
 
     @classmethod
     def from_settings(
@@ -62,7 +68,10 @@ class Resources:
                 read_sessionmaker = create_sessionmaker(
                     engine.execution_options(isolation_level="AUTOCOMMIT")
                 )
-        redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+        redis, listening_redis = command_client(settings), listening_client(settings)
+        event_stream: EventStream = LOCAL_EVENT_STREAM
+        if redis is not None:
+            event_stream = RedisEventStream(redis, listening_redis)
         read_pool = credential_cache = revocation_listener = None
         if serves_api and engine is not None and engine.dialect.driver == "asyncpg":
             read_pool = ReadPool(settings.database_url, engine.dialect, settings.db_pool_size)
@@ -80,7 +89,8 @@ class Resources:
             read_pool=read_pool,
             credential_cache=credential_cache,
             revocation_listener=revocation_listener,
-            event_stream=RedisEventStream(redis) if redis is not None else LOCAL_EVENT_STREAM,
+            event_stream=event_stream,
+            listening_redis=listening_redis,
             send_governor=build_send_governor(redis),
         )
 
@@ -121,6 +131,8 @@ class Resources:
         await self.rate_limiter.close()
         if self.redis is not None:
             await self.redis.aclose()
+        if self.listening_redis is not None:
+            await self.listening_redis.aclose()
         if self.revocation_listener is not None:
             await self.revocation_listener.close()
         if self.read_pool is not None:

@@ -17,7 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.auth.gate import authenticate, check_organization_header, record_key_use
+from app.auth.gate import (
+    authenticate,
+    check_organization_header,
+    client_address,
+    record_key_use,
+)
 from app.auth.scopes import Scope
 from app.auth.subject import Subject
 from app.idempotency import service as idempotency
@@ -203,7 +208,10 @@ async def run_operation(operation: Operation, request: Request) -> Response:
             request = Request(request.scope, replaying(raw_body, request.receive))
         async with resources.session(writes=operation.writes) as session:
             credential = await authenticate(
-                session, resources, request.headers.get("authorization")
+                session,
+                resources,
+                request.headers.get("authorization"),
+                client_address(request.scope),
             )
             subject = credential.subject
             touch_key_id = credential.touch_key_id

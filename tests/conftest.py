@@ -162,6 +162,8 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settin
         "secret_key": TEST_SECRET,
         "rate_limit_per_key": "100000/s",
         "rate_limit_per_org": "100000/s",
+        # Tests send bad credentials on purpose; tests/auth/test_failed_credentials.py sets its own.
+        "auth_failure_rate_limit_per_address": "100000/s",
         "var_dir": tmp_path / "var",
         "access_log": False,
         "redis_url": None,

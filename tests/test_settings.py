@@ -34,6 +34,7 @@ SAMPLES: dict[str, Any] = {
     "rate_limit_per_org": "11/m",
     "rate_limit_per_address": "13/m",
     "login_rate_limit_per_address": "17/10m",
+    "auth_failure_rate_limit_per_address": "19/m",
     "log_level": "debug",
     "knowledge_upload_rate_limit": "5/m",
     "embeddings_provider": "openai",

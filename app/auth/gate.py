@@ -6,24 +6,43 @@ from collections.abc import Mapping
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.types import Scope
 
 from app.auth.service import ResolvedCredential, resolve_credential, touch_api_key
 from app.auth.subject import Subject
 from app.kit import limits
-from app.kit.errors import OrganizationMismatch, RateLimited
+from app.kit.errors import AuthenticationFailed, OrganizationMismatch, RateLimited
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.auth")
 
 
+def client_address(scope: Scope) -> str:
+    """The caller's address (uvicorn resolves X-Forwarded-For from trusted proxies)."""
+    client = scope.get("client")
+    return client[0] if client else "unknown"
+
+
 async def authenticate(
-    session: AsyncSession, resources: Resources, authorization: str | None
+    session: AsyncSession, resources: Resources, authorization: str | None, address: str
 ) -> ResolvedCredential:
-    """The caller behind the header, after its key and organization rate limits."""
-    credential = await resolve_credential(
-        session, authorization, resources.secret_key, resources.credential_cache
-    )
+    """The caller behind the header, after its key and organization rate limits.
+
+    A failed check counts against the client address (app/auth/failures.py): past its limit the
+    address gets 429 instead of 401, and then 429 for any credential until it may try again.
+    """
     settings = resources.settings
+    failures = resources.failed_authentications
+    failures.check(address)
+    try:
+        credential = await resolve_credential(
+            session, authorization, resources.secret_key, resources.credential_cache
+        )
+    except AuthenticationFailed:
+        await failures.failed(
+            resources.rate_limiter, address, settings.auth_failure_address_rate_limit
+        )
+        raise
     await limits.enforce(
         resources.rate_limiter,
         credential.subject.principal_id,

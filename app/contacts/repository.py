@@ -1,4 +1,11 @@
-"""Every query on contacts, scoped to one organization."""
+"""Every query on contacts, scoped to one organization.
+
+Search (`search`: a case-insensitive substring of the name, or a substring of the phone number)
+reads an index on both backends: trigram and pattern indexes on PostgreSQL (migration 0009), the
+trigram FTS5 table `contacts_fts` on SQLite (migration 0016_sqlite_contact_search). The index
+only narrows the candidates; every candidate is checked against the same LIKE condition on both
+backends, so the index never changes which contacts match.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import (
+    CTE,
     ColumnElement,
     Integer,
     ScalarSelect,
@@ -13,10 +21,14 @@ from sqlalchemy import (
     String,
     and_,
     bindparam,
+    column,
     exists,
     func,
+    literal_column,
     or_,
     select,
+    table,
+    text,
     tuple_,
     type_coerce,
 )
@@ -26,7 +38,21 @@ from app.contacts.models import Contact
 from app.db.base import UTCDateTime
 from app.db.counters import counted_total
 from app.db.prepared import constant
+from app.kit.pagination import CursorPage, CursorParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
+
+# SQLite's trigram index of contact names and phone numbers (external content, by rowid).
+FTS_TABLE = table("contacts_fts", column("rowid"))
+# Trigrams need three characters: shorter searches scan the organization's contacts.
+FTS_MIN_CHARACTERS = 3
+# A search whose text occurs in more rows than this (all organizations) scans instead: each
+# index hit costs a row lookup, a scan reads the organization's rows in order and stops at the
+# page (measured at 100k contacts: 10k hits about as costly as the scan).
+FTS_MAX_HITS = 10_000
+_FTS_HITS = text(
+    "SELECT count(*) FROM (SELECT 1 FROM contacts_fts WHERE contacts_fts MATCH :fts_query"
+    " LIMIT :cap)"
+)
 
 
 def _like_pattern(text: str) -> str:
@@ -67,25 +93,70 @@ class ContactRepository(OrgScopedRepository[Contact]):
                 filters.append(
                     Filter("search_e164", _matches_search_e164, {"pattern": pattern, **bounds})
                 )
+            elif self.dialect_name == "sqlite" and len(search) >= FTS_MIN_CHARACTERS:
+                params = {"pattern": pattern, "fts_query": _fts_phrase(search)}
+                filters.append(Filter("search_fts", _matches_search, params))
             else:
                 filters.append(Filter("search", _matches_search, {"pattern": pattern}))
         return filters
 
-    def _page_statement(self, direction: str, filters: Sequence[Filter]) -> Select[Any]:
-        if self.dialect_name != "postgresql" or not any(
-            f.name.startswith("search") for f in filters
-        ):
-            return super()._page_statement(direction, filters)
-        # A search reads its matches once (an index scan, materialized) for both the exact
-        # total and the page, the newest matches joined back to their rows. Left to itself
-        # the planner would scan the matches once for the total and walk the whole list in
-        # date order, filtering, for the page: slow when matches are rare.
-        matches = (
-            select(Contact.id, Contact.created_at)
-            .where(self._org_bound(), *(f.build() for f in filters))
-            .cte("matches")
-            .prefix_with("MATERIALIZED")
+    async def cursor_page(self, params: CursorParams, *filters: Filter) -> CursorPage[Any]:
+        return await super().cursor_page(params, *await self._by_hits(filters))
+
+    async def count(self, *filters: Filter) -> int:
+        return await super().count(*await self._by_hits(filters))
+
+    async def _by_hits(self, filters: Sequence[Filter]) -> Sequence[Filter]:
+        """The filters, with a SQLite index search whose text is too common (FTS_MAX_HITS)
+        turned into a scan: one look at the index, bounded by the limit."""
+        index_search = next((f for f in filters if f.name == "search_fts"), None)
+        if index_search is None:
+            return filters
+        hits = await self.session.scalar(
+            _FTS_HITS, {"fts_query": index_search.params["fts_query"], "cap": FTS_MAX_HITS + 1}
         )
+        if (hits or 0) <= FTS_MAX_HITS:
+            return filters
+        scan = Filter("search", _matches_search, {"pattern": index_search.params["pattern"]})
+        return [scan if f is index_search else f for f in filters]
+
+    def _matches(self, filters: Sequence[Filter]) -> CTE | None:
+        """A search's matches (id, created_at), read once for both the total and the page."""
+        builds = [f.build() for f in filters]
+        if self.dialect_name == "postgresql" and any(f.name.startswith("search") for f in filters):
+            # An index scan, materialized. Left to itself the planner would scan the matches
+            # once for the total and walk the whole list in date order, filtering, for the
+            # page: slow when matches are rare.
+            return (
+                select(Contact.id, Contact.created_at)
+                .where(self._org_bound(), *builds)
+                .cte("matches")
+                .prefix_with("MATERIALIZED")
+            )
+        if any(f.name == "search_fts" for f in filters):
+            # The index's candidates first (materialized), then their rows by rowid. Given the
+            # join, SQLite's planner prefers walking the organization's rows and probing the
+            # index for each.
+            hits = (
+                select(FTS_TABLE.c.rowid.label("contact_rowid"))
+                .where(literal_column("contacts_fts").op("MATCH")(bindparam("fts_query")))
+                .cte("hits")
+                .prefix_with("MATERIALIZED")
+            )
+            return (
+                select(Contact.id, Contact.created_at)
+                .select_from(hits)
+                .join(Contact, literal_column("contacts.rowid") == hits.c.contact_rowid)
+                .where(self._org_bound(), *builds)
+                .cte("matches")
+            )
+        return None
+
+    def _page_statement(self, direction: str, filters: Sequence[Filter]) -> Select[Any]:
+        matches = self._matches(filters)
+        if matches is None:
+            return super()._page_statement(direction, filters)
+        # The newest matches joined back to their rows.
         total = select(func.count()).select_from(matches).scalar_subquery()
         key = tuple_(matches.c.created_at, matches.c.id)
         anchor = tuple_(bindparam("anchor_created_at", type_=UTCDateTime()), bindparam("anchor_id"))
@@ -111,6 +182,10 @@ class ContactRepository(OrgScopedRepository[Contact]):
         # exact and independent of how many contacts carry the tag.
         if self.dialect_name == "postgresql" and [f.name for f in filters] == ["tag"]:
             return counted_total(Contact.__tablename__, bindparam("tag", type_=String()))
+        if any(f.name == "search_fts" for f in filters):
+            matches = self._matches(filters)
+            assert matches is not None
+            return select(func.count()).select_from(matches).scalar_subquery()
         return super()._total(filters)
 
 
@@ -123,6 +198,12 @@ def _has_tag_sqlite() -> ColumnElement[bool]:
     # The tags JSON array, opened with json_each.
     tags: Any = func.json_each(Contact.tags).table_valued("value")
     return exists(select(constant(1)).select_from(tags).where(tags.c.value == bindparam("tag")))
+
+
+def _fts_phrase(search: str) -> str:
+    """The search as one FTS5 phrase: with the trigram tokenizer, rows holding it as a
+    substring of a column, case folded (a superset of what the LIKE condition accepts)."""
+    return '"' + search.replace('"', '""') + '"'
 
 
 def _next_prefix(text: str) -> str:

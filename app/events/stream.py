@@ -2,7 +2,9 @@
 
 Workers publish each event once it is committed and fanned out; every API process relays the
 events of the subscriber's organization. Delivery is best effort (a subscriber that falls
-behind by `QUEUE_LIMIT` events loses the oldest ones); webhooks are the durable channel.
+behind by `QUEUE_LIMIT` events loses the oldest ones, and an event published while Redis fails
+is dropped, after the client's timeout); webhooks are the durable channel. Subscribers listen
+on a client without a read timeout (app/kit/redis_clients.py): they may idle for minutes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 
 from app.kit.jsonutil import loads
+from app.kit.redis_clients import REDIS_FAILURES, OutageReport
 
 CHANNEL_PREFIX = "switchboard:events:"
 QUEUE_LIMIT = 1000
@@ -72,13 +75,20 @@ def _put_dropping_oldest(queue: asyncio.Queue[bytes], body: bytes) -> None:
 
 
 class RedisEventStream:
-    """Across processes and machines: one channel per organization."""
+    """Across processes and machines: one channel per organization. Publishes on `redis` (its
+    commands time out), listens on `listener` (no read timeout; `redis` when not given)."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, listener: Redis | None = None) -> None:
         self._redis = redis
+        self._listener = listener or redis
+        self._publish_failures = OutageReport("event_publish")
 
     async def publish(self, organization_id: str, body: bytes) -> None:
-        await self._redis.publish(CHANNEL_PREFIX + organization_id, body)
+        """Best effort: while Redis fails, the live copy of the event is dropped."""
+        try:
+            await self._redis.publish(CHANNEL_PREFIX + organization_id, body)
+        except REDIS_FAILURES as exc:
+            self._publish_failures.failed(exc, "event dropped")
 
     async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
         """One round trip for the batch (a pipeline, not a transaction)."""
@@ -91,7 +101,7 @@ class RedisEventStream:
             await pipe.execute()
 
     async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
-        pubsub = self._redis.pubsub()
+        pubsub = self._listener.pubsub()
         await pubsub.subscribe(CHANNEL_PREFIX + organization_id)
         try:
             async for message in pubsub.listen():

@@ -34,6 +34,7 @@ from strawberry.types.unset import UnsetType
 from app.auth.gate import (
     authenticate,
     check_organization_header,
+    client_address,
     enforce_address_limit,
     enforce_login_address_limit,
     record_key_use,
@@ -207,7 +208,9 @@ class StrawberryView(GraphQL[Context, None]):
         resources = context.resources
         async with resources.session(writes=False) as session:
             try:
-                credential = await authenticate(session, resources, authorization)
+                credential = await authenticate(
+                    session, resources, authorization, client_address(websocket.scope)
+                )
                 check_organization_header(websocket.headers, credential.subject)
                 check_organization_header(params, credential.subject)
             except DomainError:
@@ -253,7 +256,7 @@ class GraphQLEndpoint:
         resources: Resources = scope["app"].state.resources
         headers = Headers(scope=scope)
         authorization = headers.get("authorization")
-        address = _client_address(scope)
+        address = client_address(scope)
         touch_key_id = None
         async with resources.session(writes=False) as session:
             subject = None
@@ -261,7 +264,7 @@ class GraphQLEndpoint:
                 if authorization is None:
                     await enforce_address_limit(resources, address)
                 else:
-                    credential = await authenticate(session, resources, authorization)
+                    credential = await authenticate(session, resources, authorization, address)
                     check_organization_header(headers, credential.subject)
                     subject = credential.subject
                     touch_key_id = credential.touch_key_id
@@ -270,7 +273,7 @@ class GraphQLEndpoint:
                 await response(scope, receive, send)
                 return
             except Exception:
-                # e.g. Redis (rate limits) unreachable: answer like REST does, logged.
+                # e.g. the database unreachable (Redis failures fall back): answer like REST.
                 logger.exception("graphql gateway failure")
                 await internal_error_response(ErrorStyle.DETAIL)(scope, receive, send)
                 return
@@ -411,9 +414,3 @@ def _too_deep(value: object) -> bool:
                     return True
                 pending.append((child, depth + 1))
     return False
-
-
-def _client_address(scope: Scope) -> str:
-    """The caller's address (uvicorn resolves X-Forwarded-For from trusted proxies)."""
-    client = scope.get("client")
-    return client[0] if client else "unknown"

@@ -20,12 +20,16 @@ write to be seen at once by every process (others would see it within the TTL).
 
 Cache failures never fail a request: a read that cannot reach Redis loads from the database, and
 an invalidation that cannot reach Redis is logged (the TTL bounds how long a value can be stale).
+Redis commands are bounded by the client's timeouts (app/kit/redis_clients.py); after a failed
+read, reads load from the database without asking Redis for `RETRY_SECONDS`, so a silent Redis
+costs one read its timeout, not every read. Invalidations are always tried.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -36,12 +40,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.util import await_only
 
+from app.kit.redis_clients import REDIS_FAILURES, OutageReport
+
 logger = structlog.get_logger("switchboard.cache")
 
 KEY_PREFIX = "sb:cache:"
 # Tokens outlive the values cached under them; either may go at any time without harm.
 GENERATION_TTL_SECONDS = 24 * 3600
 _PENDING = "switchboard.cache.invalidate_after_commit"
+# After a failed read, reads skip Redis this long.
+RETRY_SECONDS = 1.0
 
 
 class CacheBackend(Protocol):
@@ -95,12 +103,24 @@ class MemoryCacheBackend:
         self._entries.clear()
 
 
+class CacheUnavailable(Exception):
+    """Reads skip Redis for a moment after one failed (RedisCacheBackend)."""
+
+
 class RedisCacheBackend:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, clock: Callable[[], float] = time.monotonic) -> None:
         self.redis = redis
+        self._clock = clock
+        self._reads_skip_until = 0.0
 
     async def get(self, key: str) -> bytes | None:
-        value = await self.redis.get(key)
+        if self._clock() < self._reads_skip_until:
+            raise CacheUnavailable()
+        try:
+            value = await self.redis.get(key)
+        except REDIS_FAILURES:
+            self._reads_skip_until = self._clock() + RETRY_SECONDS
+            raise
         if value is None:
             return None
         return value if isinstance(value, bytes) else str(value).encode()
@@ -115,8 +135,18 @@ class RedisCacheBackend:
 LOCAL_BACKEND = MemoryCacheBackend()
 
 
+# One backend per client, so every cache of the process shares its failure state.
+_REDIS_BACKENDS: weakref.WeakKeyDictionary[Redis, RedisCacheBackend] = weakref.WeakKeyDictionary()
+_READ_FAILURES = OutageReport("cache")
+
+
 def backend_for(redis: Redis | None) -> CacheBackend:
-    return RedisCacheBackend(redis) if redis is not None else LOCAL_BACKEND
+    if redis is None:
+        return LOCAL_BACKEND
+    backend = _REDIS_BACKENDS.get(redis)
+    if backend is None:
+        backend = _REDIS_BACKENDS[redis] = RedisCacheBackend(redis)
+    return backend
 
 
 class GenerationalCache:
@@ -152,6 +182,11 @@ class GenerationalCache:
                 cached = await self.backend.get(self._value_key(owner, token))
                 if cached is not None:
                     return cached
+        except CacheUnavailable:
+            return await load()
+        except REDIS_FAILURES as exc:
+            _READ_FAILURES.failed(exc, "database")
+            return await load()
         except Exception:
             logger.warning("cache read failed; loading", namespace=self.namespace, exc_info=True)
             return await load()

@@ -25,11 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from app.kit.redis_clients import REDIS_FAILURES, OutageReport
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = [
     "Decision",
+    "FallbackRateLimiter",
     "MemoryRateLimiter",
     "RateLimit",
     "RateLimiter",
@@ -261,8 +264,65 @@ class RedisRateLimiter:
         """Nothing to release: the Redis client belongs to the caller."""
 
 
+class FallbackRateLimiter:
+    """Redis's shared buckets while Redis answers; this process's own buckets while it fails.
+
+    Failing open, but not unlimited: every limit keeps applying per process (with N processes,
+    at most N times the configured rate) until Redis answers again, and then Redis's buckets
+    apply again. A failure sends every hit to the local buckets for `retry_seconds`; after that
+    one hit probes Redis (the others stay local until the probe answers), so a silent Redis
+    costs a request its timeout only once per `retry_seconds`, never each request.
+    """
+
+    def __init__(
+        self,
+        primary: RateLimiter,
+        fallback: MemoryRateLimiter | None = None,
+        *,
+        retry_seconds: float = 1.0,
+        probe_seconds: float = 5.0,
+        report: OutageReport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.primary = primary
+        self.fallback = fallback or MemoryRateLimiter()
+        self.retry_seconds = retry_seconds
+        # How long a probe may take before another hit may probe: longer than any timeout.
+        self.probe_seconds = probe_seconds
+        self._report = report or OutageReport("rate_limiter")
+        self._clock = clock
+        self._local_until = 0.0
+
+    @property
+    def failing(self) -> bool:
+        """Whether hits go to the local buckets now."""
+        return self._clock() < self._local_until
+
+    async def hit(self, key: str, limit: RateLimit, cost: int = 1) -> Decision:
+        now = self._clock()
+        if now < self._local_until:
+            return await self.fallback.hit(key, limit, cost)
+        probing = self._local_until > 0
+        if probing:
+            self._local_until = now + self.probe_seconds
+        try:
+            decision = await self.primary.hit(key, limit, cost)
+        except REDIS_FAILURES as exc:
+            self._local_until = self._clock() + self.retry_seconds
+            self._report.failed(exc, "per-process rate limits")
+            return await self.fallback.hit(key, limit, cost)
+        if probing:
+            self._local_until = 0.0
+        return decision
+
+    async def close(self) -> None:
+        await self.primary.close()
+        await self.fallback.close()
+
+
 def build_rate_limiter(redis: Redis | None) -> RateLimiter:
-    """Redis when configured (shared across replicas), otherwise in-process."""
+    """Redis when configured (shared across replicas, per process while Redis fails),
+    otherwise in-process."""
     if redis is None:
         return MemoryRateLimiter()
-    return RedisRateLimiter(redis)
+    return FallbackRateLimiter(RedisRateLimiter(redis))

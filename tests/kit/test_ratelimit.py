@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from app.kit.ratelimit import (
     Decision,
+    FallbackRateLimiter,
     MemoryRateLimiter,
     RateLimit,
     RateLimiter,
@@ -431,10 +432,12 @@ def test_build_without_redis_is_in_memory() -> None:
     assert isinstance(build_rate_limiter(None), MemoryRateLimiter)
 
 
-def test_build_with_redis_is_redis_backed() -> None:
+def test_build_with_redis_is_redis_backed_with_a_local_fallback() -> None:
     client = Redis()  # never connects: only the script's SHA is computed
     limiter: RateLimiter = build_rate_limiter(client)
-    assert isinstance(limiter, RedisRateLimiter)
+    assert isinstance(limiter, FallbackRateLimiter)
+    assert isinstance(limiter.primary, RedisRateLimiter)
+    assert isinstance(limiter.fallback, MemoryRateLimiter)
 
 
 # --- Redis -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from app.db.engine import create_engine
+from app.db.migrate import unmanaged_tables
 from app.db.models import Base
 
 config = context.config
@@ -22,6 +23,8 @@ def _configure(connection: Connection | None = None, url: str | None = None) -> 
         render_as_batch=True,
         compare_type=True,
         literal_binds=connection is None,
+        # Autogenerate would offer to drop SQLite's full-text tables, which no model maps.
+        include_name=unmanaged_tables(connection) if connection is not None else None,
     )
 
 
