@@ -21,10 +21,10 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING
 
 import structlog
-from prometheus_client import Counter
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -32,6 +32,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 if TYPE_CHECKING:  # app.config imports app.kit.ratelimit, which imports this module
+    from prometheus_client import Counter
+
     from app.config import Settings
 
 logger = structlog.get_logger("switchboard.redis")
@@ -46,11 +48,19 @@ _KEEPALIVE = {
     if hasattr(socket, name)
 }
 
-REDIS_FAILURES_TOTAL = Counter(
-    "switchboard_redis_failures_total",
-    "Redis commands of the API process that failed, by what fell back",
-    ["use"],
-)
+
+@cache
+def failures_counter() -> Counter:
+    """`switchboard_redis_failures_total`, made on first use: app.config reaches this module,
+    and a worker process must choose its metrics directory before prometheus_client is
+    imported (workers/process.py)."""
+    from prometheus_client import Counter
+
+    return Counter(
+        "switchboard_redis_failures_total",
+        "Redis commands of the API process that failed, by what fell back",
+        ["use"],
+    )
 
 
 def command_client(settings: Settings) -> Redis | None:
@@ -95,7 +105,7 @@ class OutageReport:
         self._clock = clock
         self._logged_at: float | None = None
         self._unlogged = 0
-        self._counter = REDIS_FAILURES_TOTAL.labels(use=use)
+        self._counter = failures_counter().labels(use=use)
 
     def failed(self, error: BaseException, fallback: str) -> None:
         self._counter.inc()

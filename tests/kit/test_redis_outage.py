@@ -27,7 +27,7 @@ from app.events.stream import CHANNEL_PREFIX
 from app.kit import redis_clients
 from app.kit.cache import GenerationalCache, backend_for
 from app.kit.ratelimit import FallbackRateLimiter, MemoryRateLimiter, RateLimit
-from app.kit.redis_clients import REDIS_FAILURES_TOTAL, OutageReport
+from app.kit.redis_clients import OutageReport, failures_counter
 from app.main import create_app
 from app.resources import Resources
 from tests.conftest import GRAPHQL, Tenant, make_settings, service_unavailable
@@ -102,7 +102,7 @@ async def timed(request: Any) -> tuple[httpx.Response, float]:
 
 
 def failures(use: str) -> float:
-    return REDIS_FAILURES_TOTAL.labels(use=use)._value.get()
+    return failures_counter().labels(use=use)._value.get()
 
 
 async def test_rate_limited_requests_answer_while_redis_is_silent_and_limit_after(
