@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Boolean, CheckConstraint, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Boolean, CheckConstraint, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
@@ -84,8 +84,14 @@ class CampaignRecipient(Base):
     __table_args__ = (
         # The dispatch run streams a campaign's pending rows in contact order.
         Index("ix_campaign_recipients_campaign_id_status", "campaign_id", "status", "contact_id"),
-        # Status callbacks find the recipient by the platform's message id.
-        Index("ix_campaign_recipients_platform_message_id", "platform_message_id"),
+        # Status callbacks find the recipient by the platform's message id. Partial: a
+        # launch writes every row without one, and indexing those NULLs costs the launch.
+        Index(
+            "ix_campaign_recipients_platform_message_id",
+            "platform_message_id",
+            postgresql_where=text("platform_message_id IS NOT NULL"),
+            sqlite_where=text("platform_message_id IS NOT NULL"),
+        ),
     )
 
     campaign_id: Mapped[str] = mapped_column(
