@@ -98,13 +98,14 @@ _NO_NUL = "^[^\\u0000]*$"
 
 
 # Every free-form value (custom_fields, metadata, a template component's extra keys): JSON
-# without NUL in strings or keys, integers within ±(2^53-1). Its nesting limit (32 levels)
-# is in the description: a recursive schema cannot count.
+# without NUL in strings or keys, numbers within ±(2^53-1) (beyond it every number is whole,
+# so the integer branch's bounds cover `1e300` too, as JSON Schema reads it). Its nesting
+# limit (32 levels) is in the description: a recursive schema cannot count.
 _FREE_FORM = "FreeFormJson"
 _FREE_FORM_REF = {"$ref": REF.format(model=_FREE_FORM)}
 _FREE_FORM_SCHEMA = {
     "description": "Any JSON value nested at most 32 levels deep: no NUL (U+0000) in strings "
-    "or keys, integers between -(2^53-1) and 2^53-1",
+    "or keys, numbers between -(2^53-1) and 2^53-1",
     "anyOf": [
         {"type": "null"},
         {"type": "boolean"},

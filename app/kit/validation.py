@@ -108,9 +108,15 @@ def free_form_json(value: Any) -> Any:
                 raise ValueError(f"must not be nested more than {MAX_JSON_DEPTH} levels deep")
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
-        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_SAFE_INTEGER:
+        elif (
+            isinstance(item, int | float)
+            and not isinstance(item, bool)
+            and abs(item) > MAX_SAFE_INTEGER
+        ):
+            # Floats too: every float this large is a whole number (JSON Schema calls it an
+            # integer), and it would come back rounded all the same.
             raise ValueError(
-                "integers must be between -(2^53-1) and 2^53-1; send larger numbers as strings"
+                "numbers must be between -(2^53-1) and 2^53-1; send larger numbers as strings"
             )
     return value
 
