@@ -6,9 +6,10 @@ from enum import StrEnum
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from app.kit.pagination import MAX_LIMIT
+from app.kit.validation import free_form_json
 from app.templates.models import TemplateCategory
 
 MAX_COMPONENTS = 10
@@ -47,7 +48,17 @@ class ButtonType(StrEnum):
     OTP = "OTP"
 
 
-class Button(BaseModel):
+class _FreeFormExtras(BaseModel):
+    """Keys beyond the declared ones are kept for the platform, within the free-form JSON
+    limits every other JSON input has (the document shows them as FreeFormJson)."""
+
+    @model_validator(mode="after")
+    def _extras_within_limits(self) -> _FreeFormExtras:
+        free_form_json(self.model_extra or {})
+        return self
+
+
+class Button(_FreeFormExtras):
     model_config = ConfigDict(extra="allow")
 
     type: ButtonType
@@ -56,7 +67,7 @@ class Button(BaseModel):
     phone_number: str | None = Field(default=None, max_length=50)
 
 
-class Component(BaseModel):
+class Component(_FreeFormExtras):
     """One component; Meta's content rules (lengths, variables, button mix) are the
     pre-flight validator's, so a template breaking them is stored and REJECTED by name."""
 
@@ -67,6 +78,11 @@ class Component(BaseModel):
     text: str | None = Field(default=None, max_length=4096)
     buttons: list[Button] | None = Field(default=None, max_length=MAX_COMPONENT_BUTTONS)
     example: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _example_within_limits(self) -> Component:
+        free_form_json(self.example or {})
+        return self
 
     def as_platform(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
