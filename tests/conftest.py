@@ -47,6 +47,21 @@ def service_unavailable(what: str, error: BaseException) -> None:
     pytest.skip(message)
 
 
+def flushable_redis_url() -> str:
+    """TEST_REDIS_URL: the one Redis database these tests may flush."""
+    url = os.environ.get("TEST_REDIS_URL")
+    if not url or not os.environ.get("TEST_DATABASE_URL"):
+        service_unavailable(
+            "Redis and PostgreSQL", RuntimeError("TEST_REDIS_URL and TEST_DATABASE_URL not set")
+        )
+    assert url is not None
+    try:
+        redis.Redis.from_url(url).ping()
+    except Exception as exc:
+        service_unavailable("Redis", exc)
+    return url
+
+
 async def _admin_execute(statement: str) -> None:
     import asyncpg
 

@@ -14,7 +14,6 @@ In both, the ledger's counters equal the fake's records.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ from tests.campaigns.live_stack import (
     wait_for_completion,
     wait_for_sends,
 )
-from tests.conftest import fresh_database, service_unavailable
+from tests.conftest import flushable_redis_url, fresh_database
 from tests.webhooks.test_delivery_engine import Engine
 from tests.workers.test_redis_engine import running_stack
 from tests.workers.worker_process import WorkerProcess, running_worker
@@ -59,17 +58,7 @@ SENT_STATUSES = ("sent", "delivered", "read")
 @pytest.fixture(scope="module")
 def redis_url() -> str:
     """TEST_REDIS_URL: the one Redis database these tests may flush."""
-    url = os.environ.get("TEST_REDIS_URL")
-    if not url or not os.environ.get("TEST_DATABASE_URL"):
-        service_unavailable(
-            "Redis and PostgreSQL", RuntimeError("TEST_REDIS_URL and TEST_DATABASE_URL not set")
-        )
-    assert url is not None
-    try:
-        redis.Redis.from_url(url).ping()
-    except Exception as exc:
-        service_unavailable("Redis", exc)
-    return url
+    return flushable_redis_url()
 
 
 @pytest.fixture(scope="module")

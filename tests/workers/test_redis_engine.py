@@ -35,7 +35,12 @@ from app.kit.outbox_models import OutboxJob
 from app.main import create_app
 from app.webhooks.delivery import DELIVER_ACTOR
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt
-from tests.conftest import TEST_SECRET, TenantFactory, fresh_database, service_unavailable
+from tests.conftest import (
+    TEST_SECRET,
+    TenantFactory,
+    flushable_redis_url,
+    fresh_database,
+)
 from tests.webhooks.receiver import Answer, running_receiver
 from tests.webhooks.test_delivery_engine import Engine, engine_settings, eventually, wait_for
 from tests.workers.worker_process import (
@@ -59,17 +64,7 @@ METRICS_DIRNAME = "worker-metrics"
 @pytest.fixture(scope="module")
 def redis_url() -> str:
     """TEST_REDIS_URL: the one Redis database these tests may flush."""
-    url = os.environ.get("TEST_REDIS_URL")
-    if not url or not os.environ.get("TEST_DATABASE_URL"):
-        service_unavailable(
-            "Redis and PostgreSQL", RuntimeError("TEST_REDIS_URL and TEST_DATABASE_URL not set")
-        )
-    assert url is not None
-    try:
-        redis.Redis.from_url(url).ping()
-    except Exception as exc:
-        service_unavailable("Redis", exc)
-    return url
+    return flushable_redis_url()
 
 
 @pytest.fixture(scope="module")
