@@ -105,12 +105,13 @@ def create_app(
         routes=[
             # First: the REST routes answer most requests, and are matched by one lookup.
             *build_routes("/api/v1"),
+            # Then the dashboards' endpoint, before the rarely called ones.
+            Route("/graphql", graphql, methods=["GET", "POST"]),
             # Upstream platforms' callbacks (WhatsApp, the carrier): each domain's callbacks.py.
             *(route for routes in collect("callbacks", "ROUTES") for route in routes),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
-            Route("/graphql", graphql, methods=["GET", "POST"]),
             # graphql-transport-ws subscriptions (app/graphql/view.py).
             WebSocketRoute("/graphql", graphql),
             Mount(STATIC_URL_PREFIX, StaticFiles(directory=STATIC_DIR), name="graphiql"),

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from types import TracebackType
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -14,7 +15,7 @@ from app.auth.failures import FailedAuthentications
 from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.prepared import ReadPool
+from app.db.prepared import READ_POOL, ReadPool
 from app.events.stream import LOCAL_EVENT_STREAM, EventStream, RedisEventStream
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
@@ -45,6 +46,9 @@ class Resources:
     listening_redis: Redis | None = None
     # Client addresses refused for failing credential checks (app/auth/failures.py).
     failed_authentications: FailedAuthentications = field(default_factory=FailedAuthentications)
+    # Read sessions left untouched by their request (everything went through the read pool),
+    # handed to the next read instead of building a new one (_ReadSession).
+    idle_read_sessions: list[AsyncSession] = field(default_factory=list)
 
     @classmethod
     def from_settings(
@@ -101,8 +105,7 @@ class Resources:
         if self.revocation_listener is not None:
             await self.revocation_listener.start()
 
-    @asynccontextmanager
-    async def session(self, *, writes: bool) -> AsyncIterator[AsyncSession]:
+    def session(self, *, writes: bool) -> AbstractAsyncContextManager[AsyncSession]:
         """The session of one request (or job step), opened the way its work needs.
 
         SQLite writers take the write lock up front (BEGIN IMMEDIATE) so a read-then-write
@@ -110,24 +113,18 @@ class Resources:
         on the read pool and never checks out an ORM connection unless it issues an ORM query.
         """
         if writes:
-            async with self.sessionmaker() as session:
-                if self.dialect_name == "sqlite":
-                    await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
-                yield session
-            return
-        session = (self.read_sessionmaker or self.sessionmaker)()
-        try:
-            if self.read_pool is not None:
-                self.read_pool.attach(session)
+            return self._write_session()
+        return _ReadSession(self)
+
+    @asynccontextmanager
+    async def _write_session(self) -> AsyncIterator[AsyncSession]:
+        async with self.sessionmaker() as session:
+            if self.dialect_name == "sqlite":
+                await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
             yield session
-        finally:
-            # A read served wholly by the read pool never began a transaction nor loaded an
-            # object: closing it would only cost a greenlet round trip per request.
-            sync_session = session.sync_session
-            if sync_session.in_transaction() or len(sync_session.identity_map):
-                await session.close()
 
     async def aclose(self) -> None:
+        self.idle_read_sessions.clear()
         await self.rate_limiter.close()
         if self.redis is not None:
             await self.redis.aclose()
@@ -139,3 +136,53 @@ class Resources:
             await self.read_pool.close()
         if self.engine is not None:
             await self.engine.dispose()
+
+
+# Enough for the requests one process serves at once; past it, idle sessions are dropped.
+MAX_IDLE_READ_SESSIONS = 64
+
+
+class _ReadSession:
+    """The session of one read-only request (a class, not a generator: it is on every read).
+
+    A read served wholly by the read pool leaves its session as it found it (no transaction,
+    no object loaded, nothing in `info` but the pool): the next read takes it over, which saves
+    building one per request. Any other session is closed and dropped.
+    """
+
+    __slots__ = ("resources", "session")
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    async def __aenter__(self) -> AsyncSession:
+        resources = self.resources
+        idle = resources.idle_read_sessions
+        if idle:
+            session = idle.pop()
+        else:
+            session = (resources.read_sessionmaker or resources.sessionmaker)()
+            if resources.read_pool is not None:
+                resources.read_pool.attach(session)
+        self.session = session
+        return session
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        session, resources = self.session, self.resources
+        sync_session = session.sync_session
+        # add() and every query begin a transaction; a loaded object stays in the identity map.
+        untouched = not (sync_session.in_transaction() or len(sync_session.identity_map))
+        if (
+            untouched
+            and resources.read_pool is not None
+            and session.info.keys() == {READ_POOL}
+            and len(resources.idle_read_sessions) < MAX_IDLE_READ_SESSIONS
+        ):
+            resources.idle_read_sessions.append(session)
+        elif not untouched:
+            await session.close()

@@ -126,6 +126,52 @@ async def test_pooled_reads_return_what_the_orm_returns(
     assert found.json()["custom_fields"]["nested"] == {"ok": True}
 
 
+async def test_a_read_session_is_reused_only_when_its_request_left_it_untouched(
+    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+) -> None:
+    client, app = app_client
+    tenant = await TenantFactory(committed).organization("Reuse")
+    resources: Resources = app.state.resources
+    resources.idle_read_sessions.clear()
+
+    async with resources.session(writes=False) as pooled_only:
+        await ContactRepository(pooled_only, tenant.organization_id).cursor_page(
+            CursorParams(limit=5)
+        )
+    assert resources.idle_read_sessions == [pooled_only]
+    async with resources.session(writes=False) as again:
+        assert again is pooled_only  # the next read takes it over, read pool attached
+        await ContactRepository(again, tenant.organization_id).cursor_page(CursorParams(limit=5))
+    assert resources.idle_read_sessions == [pooled_only]
+
+    # An ORM query, an object loaded, or anything left in `info`: closed and dropped.
+    async with resources.session(writes=False) as session:
+        await session.execute(text("SELECT 1"))
+    assert session is pooled_only
+    assert resources.idle_read_sessions == []
+    async with resources.session(writes=False) as session:
+        session.info["left behind"] = True
+    assert resources.idle_read_sessions == []
+    async with resources.session(writes=False) as session:
+        pass
+    assert resources.idle_read_sessions == [session]
+
+    async def failing_request() -> AsyncSession:
+        async with resources.session(writes=False) as failing:
+            await failing.execute(text("SELECT 1"))
+            raise RuntimeError("the request failed")
+
+    with pytest.raises(RuntimeError):
+        await failing_request()
+    assert resources.idle_read_sessions == []
+
+    # Through the app: reads keep one idle session per concurrent request at most.
+    for _ in range(3):
+        listed = await client.get("/api/v1/contacts", headers=_auth(tenant))
+        assert listed.status_code == 200
+    assert len(resources.idle_read_sessions) == 1
+
+
 async def test_revoking_a_cached_key_takes_effect_at_once(
     app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
 ) -> None:

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import _anonymous_label
 
-from app.kit.jsonutil import loads
+from app.kit.jsonutil import loads_text
 
 # Shapes come from code (repository x variant x filter names), never from input, so the
 # cache stays small; the cap only guards against a programming error.
@@ -63,7 +63,15 @@ class _CompiledRead:
         values = list(record)
         for index, processor in self.result_processors:
             values[index] = processor(values[index])
-        return self.row_type._make(values)  # type: ignore[attr-defined,no-any-return]
+        return tuple.__new__(self.row_type, values)
+
+    def rows(self, records: Sequence[Sequence[Any]]) -> list[Any]:
+        if self.result_processors:
+            return [self.row(record) for record in records]
+        # Hot (every listed row on PostgreSQL, where the driver decodes every type): build
+        # the named tuples straight from the records, as namedtuple._make does minus a frame.
+        new, row_type = tuple.__new__, self.row_type
+        return [new(row_type, record) for record in records]
 
 
 class PreparedRead:
@@ -130,7 +138,7 @@ class PreparedRead:
             compiled = self.compiled(connection.dialect)
             driver: Any = (await connection.get_raw_connection()).driver_connection
             records = await driver.fetch(compiled.sql, *compiled.arguments(params))
-        return [compiled.row(record) for record in records]
+        return compiled.rows(records)
 
     async def first(self, session: AsyncSession, params: dict[str, Any]) -> Any | None:
         rows = await self.all(session, params)
@@ -229,7 +237,7 @@ async def set_json_codecs(connection: Any) -> None:
     # Bind values arrive already serialized by SQLAlchemy's JSON bind processors.
     for type_name in ("json", "jsonb"):
         await connection.set_type_codec(
-            type_name, encoder=str, decoder=loads, schema="pg_catalog", format="text"
+            type_name, encoder=str, decoder=loads_text, schema="pg_catalog", format="text"
         )
 
 

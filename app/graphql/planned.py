@@ -32,12 +32,14 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLField,
+    GraphQLID,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
     GraphQLSchema,
+    GraphQLString,
     InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
@@ -318,19 +320,43 @@ def _completer(
     selection_set: SelectionSetNode | None,
     fragments: dict[str, FragmentDefinitionNode],
 ) -> Completer | None:
+    general = _general_completer(type_, selection_set, fragments)
+    if general is None:
+        return None
+    # Most leaves of a page are strings and UTC datetimes: answered in one call, before the
+    # null check and coercion layers (which give the same value for them).
+    leaf = get_nullable_type(type_)
+    if leaf is GraphQLString or leaf is GraphQLID:
+        return _passing(str, general)
+    if isinstance(leaf, GraphQLScalarType) and leaf.name == "DateTime":
+        # The schema's DateTime scalar serializes with app.kit.clock.isoformat.
+        return _datetime_completer(general)
+    return general
+
+
+def _passing(value_type: type, general: Completer) -> Completer:
+    def complete(value: Any) -> Any:
+        if type(value) is value_type:
+            return value
+        return general(value)
+
+    return complete
+
+
+def _general_completer(
+    type_: GraphQLOutputType,
+    selection_set: SelectionSetNode | None,
+    fragments: dict[str, FragmentDefinitionNode],
+) -> Completer | None:
     if isinstance(type_, GraphQLNonNull):
-        inner = _completer(type_.of_type, selection_set, fragments)
+        inner = _general_completer(type_.of_type, selection_set, fragments)
         if inner is None:
             return None
         return _non_null(inner)
     if is_leaf_type(type_):
         if selection_set is not None:
             return None
-        generic = leaf_value_completer(type_)
-        # The schema's DateTime scalar serializes with app.kit.clock.isoformat.
-        if not (isinstance(type_, GraphQLScalarType) and type_.name == "DateTime"):
-            return generic
-        return _datetime_completer(generic)
+        return leaf_value_completer(type_)
     if isinstance(type_, GraphQLList):
         item = _completer(type_.of_type, selection_set, fragments)
         return None if item is None else _list(item)
@@ -368,11 +394,24 @@ def _object(
     def complete_object(value: Any) -> Any:
         if value is None:
             return None
-        if inspect.isawaitable(value) or isinstance(value, Exception):
+        if type(value) not in _PLAIN_OBJECT_TYPES and not _is_plain_object(value):
             raise _Fallback
         return {key: complete(get(value)) for key, get, complete in entries}
 
     return complete_object
+
+
+# Types whose instances are neither awaitable nor exceptions (both depend on the type alone,
+# except generators, never added): a set lookup per object instead of inspect.isawaitable.
+_PLAIN_OBJECT_TYPES: set[type] = set()
+
+
+def _is_plain_object(value: Any) -> bool:
+    if inspect.isawaitable(value) or isinstance(value, Exception):
+        return False
+    if not inspect.isgenerator(value):
+        _PLAIN_OBJECT_TYPES.add(type(value))
+    return True
 
 
 def _datetime_completer(generic: Completer) -> Completer:

@@ -22,20 +22,25 @@ from typing import Any
 import orjson
 
 _LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
-_LONG_DIGITS_TEXT = re.compile(r"\d{19}")
+_find_long_digits_in_text = re.compile(r"\d{19}").search
 
 
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     # Hot: every JSON column of every row read goes through here. A text shorter than 19
     # characters cannot hold a 19-digit run, so most tags and small objects skip the search.
     if isinstance(data, str):
-        if len(data) < 19 or _LONG_DIGITS_TEXT.search(data) is None:
-            return orjson.loads(data)
-        return _exact_loads(data)
+        return loads_text(data)
     raw = data if isinstance(data, bytes) else bytes(data)
     if len(raw) < 19 or _LONG_DIGITS_BYTES.search(raw) is None:
         return orjson.loads(raw)
     return _exact_loads(raw)
+
+
+def loads_text(text: str) -> Any:
+    """`loads` of a str: the PostgreSQL driver's codec, called for every JSON value read."""
+    if len(text) < 19 or _find_long_digits_in_text(text) is None:
+        return orjson.loads(text)
+    return _exact_loads(text)
 
 
 def _exact_loads(data: bytes | str) -> Any:
