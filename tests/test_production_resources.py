@@ -9,6 +9,7 @@ app owns its resources on a fresh, committed database.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +25,7 @@ from app.contacts.repository import ContactRepository
 from app.db.engine import create_engine, create_sessionmaker
 from app.kit.clock import utcnow
 from app.kit.pagination import CursorParams
-from app.main import create_app
+from app.main import YOUNG_GC_THRESHOLDS, create_app
 from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory, fresh_database, make_settings
 
@@ -70,6 +71,8 @@ async def test_the_deployment_has_a_read_pool_and_caches_keys(
     assert resources.read_pool is not None
     assert resources.credential_cache is not None
     assert resources.credential_cache.enabled
+    # A serving process collects its young generation less often (app/main.py).
+    assert gc.get_threshold() == YOUNG_GC_THRESHOLDS
     async with resources.session(writes=False) as session:
         # ORM queries of read-only work run in autocommit: each statement its own transaction.
         first = (await session.execute(text("SELECT txid_current()"))).scalar_one()
