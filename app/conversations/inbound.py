@@ -7,6 +7,7 @@ platform retries anything but a 2xx for days, and a number deleted here would ne
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -14,9 +15,13 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns import service as campaigns
+from app.channels.models import Channel
 from app.conversations import service
 from app.conversations.repository import channels_for_phone_number_id
+from app.integrations.whatsapp.factory import CALLBACK_QUEUE
 from app.integrations.whatsapp.payloads import signature_valid
+from app.kit import outbox
+from app.kit.clock import utcnow
 from app.resources import Resources
 from app.templates import service as templates
 
@@ -72,14 +77,47 @@ async def _apply_change(
     for channel in channels:
         for status in value.get("statuses") or []:
             if isinstance(status, dict):
-                error = service.error_text(status.get("errors"))
-                if not await campaigns.apply_status(session, status, error):
-                    await service.apply_status(session, channel, status)
+                await apply_status(session, channel, status)
         for message in value.get("messages") or []:
             if isinstance(message, dict):
                 await service.receive_message(
                     session, channel, message, names.get(str(message.get("from")))
                 )
+
+
+# A status can overtake the send it is about: the message id is stored when the send settles
+# (a campaign's ledger every 100 ms, a reply when its request commits). A status about an id
+# nobody holds yet is tried again after each of these delays, then dropped with a log line.
+STATUS_RETRY_ACTOR = "whatsapp.status_retry"
+STATUS_RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10), timedelta(seconds=60))
+
+
+async def apply_status(
+    session: AsyncSession, channel: Channel, status: dict[str, Any], attempt: int = 0
+) -> None:
+    """One `statuses[]` entry: a campaign's message, else a conversation's, else later."""
+    error = service.error_text(status.get("errors"))
+    if await campaigns.apply_status(session, status, error):
+        return
+    if await service.apply_status(session, channel, status) is not None:
+        return
+    if attempt < len(STATUS_RETRY_DELAYS):
+        at = utcnow() + STATUS_RETRY_DELAYS[attempt]
+        args = (channel.id, status, attempt + 1)
+        outbox.schedule(session, STATUS_RETRY_ACTOR, *args, queue=CALLBACK_QUEUE, at=at)
+        return
+    logger.info("status for an unknown message", platform_message_id=status.get("id"))
+
+
+async def retry_status(
+    resources: Resources, channel_id: str, status: dict[str, Any], attempt: int
+) -> None:
+    """The job of a status that matched no message when it arrived."""
+    async with resources.session(writes=True) as session:
+        channel = await session.get(Channel, channel_id)
+        if channel is not None:  # a channel deleted since: its messages went with it
+            await apply_status(session, channel, status, attempt)
+            await session.commit()
 
 
 async def handle_signed(resources: Resources, body: bytes, signature: str | None) -> None:

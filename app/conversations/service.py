@@ -83,12 +83,14 @@ def error_text(errors: Any) -> str | None:
     return f"{text} (code {first.get('code')})"
 
 
-async def apply_status(session: AsyncSession, channel: Channel, status: dict[str, Any]) -> bool:
-    """One `statuses[]` entry. True when the message changed."""
+async def apply_status(
+    session: AsyncSession, channel: Channel, status: dict[str, Any]
+) -> bool | None:
+    """One `statuses[]` entry. True when the message changed; None when no message of the
+    channel has that id (yet: app/conversations/inbound.py tries again)."""
     message = await message_by_platform_id(session, channel.id, str(status.get("id", "")))
     if message is None:
-        logger.info("status for an unknown message", platform_message_id=status.get("id"))
-        return False
+        return None
     try:
         new = MessageStatus(str(status.get("status", "")))
     except ValueError:

@@ -6,7 +6,12 @@ from datetime import datetime
 
 import structlog
 
-from app.conversations.inbound import SignatureInvalid, handle_signed
+from app.conversations.inbound import (
+    STATUS_RETRY_ACTOR,
+    SignatureInvalid,
+    handle_signed,
+    retry_status,
+)
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
 from app.kit.jobs import Task, with_resources
 from app.resources import Resources
@@ -25,4 +30,7 @@ async def deliver_callback(resources: Resources, body: str, signature: str) -> d
     return None
 
 
-TASKS = (Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),)
+TASKS = (
+    Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),
+    Task(STATUS_RETRY_ACTOR, CALLBACK_QUEUE, with_resources(retry_status)),
+)

@@ -9,14 +9,18 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
+from app.conversations.inbound import STATUS_RETRY_ACTOR, STATUS_RETRY_DELAYS, retry_status
 from app.conversations.models import Message
 from app.events.models import Event
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
+from app.kit.clock import utcnow
+from app.kit.outbox_models import OutboxJob
+from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory
 from tests.conversations.conftest import APP_SECRET, VERIFY_TOKEN
 from tests.templates.conftest import WABA, Jobs, create_channel, template_body
@@ -321,6 +325,81 @@ async def test_failed_status_records_the_reason(
     assert outbound["status"] == "failed"
     assert "131026" in outbound["error"]
     assert (await event_types(sessionmaker)).count("message.failed") == 1
+
+
+async def retry_jobs(sessionmaker: async_sessionmaker[AsyncSession]) -> list[OutboxJob]:
+    async with sessionmaker() as session:
+        rows = await session.scalars(
+            select(OutboxJob)
+            .where(OutboxJob.actor == STATUS_RETRY_ACTOR)
+            .order_by(OutboxJob.created_at)
+        )
+        return list(rows.all())
+
+
+async def run_retry_jobs(
+    sessionmaker: async_sessionmaker[AsyncSession], resources: Resources
+) -> int:
+    """Run the waiting status retries once each, as a worker would; how many ran."""
+    jobs = await retry_jobs(sessionmaker)
+    for job in jobs:
+        async with sessionmaker() as session:
+            await session.execute(delete(OutboxJob).where(OutboxJob.id == job.id))
+            await session.commit()
+        await retry_status(resources, *job.args)
+    return len(jobs)
+
+
+async def test_a_status_that_overtakes_its_send_is_applied_once_the_id_is_stored(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    channel: dict[str, Any],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    jobs: Jobs,
+) -> None:
+    ticket_id = await open_conversation(client, acme)
+    sent = await reply(client, acme, ticket_id, text="On its way!")
+    message_id = sent.json()["id"]
+    now = int(time.time())
+    # "delivered" about an id no message holds yet: acknowledged, kept for a later try.
+    before = utcnow()
+    early = await post_signed(client, status("wamid.settling", "delivered", now))
+    assert early.status_code == 200
+    (waiting,) = await retry_jobs(sessionmaker)
+    assert waiting.available_at >= before + STATUS_RETRY_DELAYS[0]
+    assert waiting.args[0] == channel["id"]
+    assert waiting.args[2] == 1
+    # The send settles: its id is stored (as a campaign's ledger or a reply's commit does).
+    async with sessionmaker() as session:
+        stored = await session.get(Message, message_id)
+        assert stored is not None
+        stored.platform_message_id = "wamid.settling"
+        await session.commit()
+    assert await run_retry_jobs(sessionmaker, jobs.resources) == 1
+    (outbound,) = [
+        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
+    ]
+    assert outbound["status"] == "delivered"
+    assert outbound["delivered_at"] is not None
+    assert await retry_jobs(sessionmaker) == []
+
+
+async def test_a_status_about_an_unknown_message_is_tried_a_bounded_number_of_times(
+    client: httpx.AsyncClient,
+    channel: dict[str, Any],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    jobs: Jobs,
+) -> None:
+    unknown = await post_signed(client, status("wamid.never", "read", 1_700_000_000))
+    assert unknown.status_code == 200
+    runs = 0
+    while await retry_jobs(sessionmaker):
+        runs += await run_retry_jobs(sessionmaker, jobs.resources)
+        assert runs <= len(STATUS_RETRY_DELAYS), "the retries never stop"
+    assert runs == len(STATUS_RETRY_DELAYS)
+    # A retry of a channel deleted meanwhile ends quietly.
+    await retry_status(jobs.resources, "00000000-0000-4000-8000-000000000000", {"id": "x"}, 1)
+    assert await retry_jobs(sessionmaker) == []
 
 
 async def test_24_hour_window(
