@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
 from app.campaigns.models import AudienceType
 from app.kit.pagination import MAX_LIMIT
+from app.kit.serialize import public_shape
 
 MAX_AUDIENCE_TAGS = 50
 MAX_MANUAL_CONTACTS = 10_000
@@ -139,24 +140,4 @@ class CampaignResponse(BaseModel):
     updated_at: datetime
 
 
-def campaign_to_public(row: Any) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "organization_id": row.organization_id,
-        "name": row.name,
-        "chat_phone_number_id": row.chat_phone_number_id,
-        "message_template_id": row.message_template_id,
-        "audience_type": row.audience_type,
-        "audience_tags": row.audience_tags,
-        "audience_contact_ids": row.audience_contact_ids,
-        "template_parameters": row.template_parameters,
-        "scheduled_at": row.scheduled_at,
-        "status": row.status,
-        "total_contacts_count": row.total_contacts_count,
-        "sent_count": row.sent_count,
-        "delivered_count": row.delivered_count,
-        "read_count": row.read_count,
-        "failed_count": row.failed_count,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-    }
+campaign_to_public = public_shape(CampaignResponse)
