@@ -65,6 +65,18 @@ async def http_error(_request: Request, exc: Exception) -> Response:
 YOUNG_GC_THRESHOLDS = (20_000, 20, 20)
 
 
+def tune_collector_for_serving() -> None:
+    """Once the server has started (benchmarks that call the app in-process do the same)."""
+    # Everything loaded so far lives as long as the process: keep it out of the collector's
+    # full passes, which otherwise walk it every few thousand requests (a p99 tail under load).
+    gc.collect()
+    gc.freeze()
+    # A request allocates a few thousand objects: at the default 700 the young generation was
+    # collected several times per request (measured: +12 % REST and +9 % GraphQL throughput,
+    # lower p99, at 20,000; docs/benchmarks.md).
+    gc.set_threshold(*YOUNG_GC_THRESHOLDS)
+
+
 def create_app(
     settings: Settings | None = None,
     resources: Resources | None = None,
@@ -90,15 +102,7 @@ def create_app(
             if purged:
                 logger.info("purged expired idempotency records", count=purged)
             if owns_resources:
-                # Everything loaded so far lives as long as the process: keep it out of the
-                # collector's full passes, which otherwise walk it every few thousand requests
-                # (visible as a p99 tail under load).
-                gc.collect()
-                gc.freeze()
-                # A request allocates a few thousand objects: at the default 700 the young
-                # generation was collected several times per request (measured: +12 % REST and
-                # +9 % GraphQL throughput, lower p99, at 20,000; docs/benchmarks.md).
-                gc.set_threshold(*YOUNG_GC_THRESHOLDS)
+                tune_collector_for_serving()
             if background is None:
                 yield
             else:
