@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -20,6 +19,7 @@ from app.config import Settings, get_settings
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
 from app.idempotency.service import purge_expired
+from app.kit.collector import tune_for_serving
 from app.kit.domains import collect
 from app.kit.http_errors import json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
@@ -61,22 +61,6 @@ async def http_error(_request: Request, exc: Exception) -> Response:
     return json_response({"detail": exc.detail}, exc.status_code, exc.headers)
 
 
-# Collector thresholds of a serving process (generation 0, 1, 2), set once it has started.
-YOUNG_GC_THRESHOLDS = (20_000, 20, 20)
-
-
-def tune_collector_for_serving() -> None:
-    """Once the server has started (benchmarks that call the app in-process do the same)."""
-    # Everything loaded so far lives as long as the process: keep it out of the collector's
-    # full passes, which otherwise walk it every few thousand requests (a p99 tail under load).
-    gc.collect()
-    gc.freeze()
-    # A request allocates a few thousand objects: at the default 700 the young generation was
-    # collected several times per request (measured: +12 % REST and +9 % GraphQL throughput,
-    # lower p99, at 20,000; docs/benchmarks.md).
-    gc.set_threshold(*YOUNG_GC_THRESHOLDS)
-
-
 def create_app(
     settings: Settings | None = None,
     resources: Resources | None = None,
@@ -102,7 +86,7 @@ def create_app(
             if purged:
                 logger.info("purged expired idempotency records", count=purged)
             if owns_resources:
-                tune_collector_for_serving()
+                tune_for_serving()
             if background is None:
                 yield
             else:

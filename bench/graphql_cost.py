@@ -24,8 +24,9 @@ import httpx
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from app.config import Settings
+from app.kit.collector import tune_for_serving
 from app.kit.ratelimit import MemoryRateLimiter
-from app.main import create_app, tune_collector_for_serving
+from app.main import create_app
 from app.resources import Resources
 
 SECRET = "bench-secret-" + "x" * 40
@@ -59,7 +60,7 @@ async def run(repeat: int) -> dict[str, dict[str, float]]:
         dialect_name="sqlite",
     )
     transport = httpx.ASGITransport(app=create_app(resources=resources))
-    tune_collector_for_serving()  # as `switchboard serve` does once started
+    tune_for_serving()  # as `switchboard serve` does once started
     figures: dict[str, dict[str, float]] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         for n in (17, 20, 30):

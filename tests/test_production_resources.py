@@ -24,8 +24,9 @@ from app.auth.service import revoke_api_key
 from app.contacts.repository import ContactRepository
 from app.db.engine import create_engine, create_sessionmaker
 from app.kit.clock import utcnow
+from app.kit.collector import YOUNG_GC_THRESHOLDS
 from app.kit.pagination import CursorParams
-from app.main import YOUNG_GC_THRESHOLDS, create_app
+from app.main import create_app
 from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory, fresh_database, make_settings
 

@@ -67,12 +67,14 @@ if settings.worker_metrics_port:
 
 import structlog  # noqa: E402  (after PROMETHEUS_MULTIPROC_DIR, see above)
 
+from app.kit.collector import tune_for_serving  # noqa: E402
 from app.observability import configure_logging  # noqa: E402
 from workers import metrics  # noqa: E402
 from workers.broker import install_job_engine  # noqa: E402
 
 configure_logging(settings.log_level)
 broker, runtime = install_job_engine(settings)
+tune_for_serving()  # every module this process keeps is loaded by now
 if metrics_error is not None:
     structlog.get_logger("switchboard.worker").error(
         "worker metrics not served", error=f"{type(metrics_error).__name__}: {metrics_error}"
