@@ -15,7 +15,8 @@ def tune_for_serving() -> None:
     # full passes, which otherwise walk it every few thousand requests (a p99 tail under load).
     gc.collect()
     gc.freeze()
-    # A request or a send batch allocates thousands of objects: at the default 700 the young
-    # generation was collected several times per request (measured at 20,000: +12 % REST and
-    # +9 % GraphQL throughput, lower p99; +23 % campaign sends per worker; docs/benchmarks.md).
+    # With 32 requests in flight the objects alive at once swing past the default 700: under
+    # wrk that ran a young collection every ~19 requests and a full one every ~2,400; at 20,000
+    # none ran in 30,000 requests (+12 % REST, +9 % GraphQL throughput, lower p99; +23 %
+    # campaign sends per worker; docs/benchmarks.md).
     gc.set_threshold(*YOUNG_GC_THRESHOLDS)
