@@ -74,10 +74,10 @@ async def _apply_change(
         for contact in value.get("contacts") or []
         if isinstance(contact, dict)
     }
+    for status in value.get("statuses") or []:
+        if isinstance(status, dict):
+            await apply_status(session, channels, status)
     for channel in channels:
-        for status in value.get("statuses") or []:
-            if isinstance(status, dict):
-                await apply_status(session, channel, status)
         for message in value.get("messages") or []:
             if isinstance(message, dict):
                 await service.receive_message(
@@ -93,17 +93,19 @@ STATUS_RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10), timedelta(se
 
 
 async def apply_status(
-    session: AsyncSession, channel: Channel, status: dict[str, Any], attempt: int = 0
+    session: AsyncSession, channels: list[Channel], status: dict[str, Any], attempt: int = 0
 ) -> None:
-    """One `statuses[]` entry: a campaign's message, else a conversation's, else later."""
+    """One `statuses[]` entry about a message sent from the channels of one phone number id:
+    a campaign's message, else a conversation's (on whichever channel holds it), else later."""
     error = service.error_text(status.get("errors"))
     if await campaigns.apply_status(session, status, error):
         return
-    if await service.apply_status(session, channel, status) is not None:
+    held = [await service.apply_status(session, channel, status) for channel in channels]
+    if any(outcome is not None for outcome in held):
         return
     if attempt < len(STATUS_RETRY_DELAYS):
         at = utcnow() + STATUS_RETRY_DELAYS[attempt]
-        args = (channel.id, status, attempt + 1)
+        args = (channels[0].id, status, attempt + 1)
         outbox.schedule(session, STATUS_RETRY_ACTOR, *args, queue=CALLBACK_QUEUE, at=at)
         return
     logger.info("status for an unknown message", platform_message_id=status.get("id"))
@@ -112,12 +114,15 @@ async def apply_status(
 async def retry_status(
     resources: Resources, channel_id: str, status: dict[str, Any], attempt: int
 ) -> None:
-    """The job of a status that matched no message when it arrived."""
+    """The job of a status that matched no message when it arrived (on any channel of the
+    phone number id of `channel_id`)."""
     async with resources.session(writes=True) as session:
         channel = await session.get(Channel, channel_id)
-        if channel is not None:  # a channel deleted since: its messages went with it
-            await apply_status(session, channel, status, attempt)
-            await session.commit()
+        if channel is None:  # a channel deleted since: its messages went with it
+            return
+        channels = await channels_for_phone_number_id(session, channel.phone_number_id)
+        await apply_status(session, channels, status, attempt)
+        await session.commit()
 
 
 async def handle_signed(resources: Resources, body: bytes, signature: str | None) -> None:

@@ -402,6 +402,25 @@ async def test_a_status_about_an_unknown_message_is_tried_a_bounded_number_of_ti
     assert await retry_jobs(sessionmaker) == []
 
 
+async def test_a_number_shared_by_two_organizations_retries_a_status_once(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    globex: Tenant,
+    channel: dict[str, Any],
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    await create_channel(client, globex, PHONE_ID)  # test mode: one number, two channels
+    ticket_id = await open_conversation(client, acme)
+    wamid = (await reply(client, acme, ticket_id, text="Hi")).json()["platform_message_id"]
+    now = int(time.time())
+    # Held by acme's channel: applied there, nothing kept for later on globex's.
+    assert (await post_signed(client, status(wamid, "delivered", now))).status_code == 200
+    assert await retry_jobs(sessionmaker) == []
+    # Held by nobody yet: one retry for the number, not one per channel.
+    assert (await post_signed(client, status("wamid.later", "read", now))).status_code == 200
+    assert len(await retry_jobs(sessionmaker)) == 1
+
+
 async def test_24_hour_window(
     client: httpx.AsyncClient, acme: Tenant, channel: dict[str, Any], jobs: Jobs
 ) -> None:
