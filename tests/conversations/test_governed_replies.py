@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,75 +103,80 @@ async def channel(client: httpx.AsyncClient, live: Tenant) -> dict[str, Any]:
     return response.json()  # type: ignore[no-any-return]
 
 
-async def test_replies_wait_for_the_channels_budget(
+@dataclass
+class Replies:
+    """A live channel with an open conversation: what every test here replies through."""
+
+    client: httpx.AsyncClient
+    live: Tenant
+    channel: dict[str, Any]
+    graph: FakeGraph
+    ticket_id: str
+
+    async def send(self, text: str) -> httpx.Response:
+        return await reply(self.client, self.live, self.ticket_id, text=text)
+
+    async def raise_budget(self) -> None:
+        await self.client.put(
+            f"/api/v1/channels/{self.channel['id']}",
+            json={"messages_per_second": 1000},
+            headers=self.live.headers,
+        )
+
+
+@pytest.fixture
+async def replies(
     client: httpx.AsyncClient,
     acme: Tenant,
     live: Tenant,
     channel: dict[str, Any],
-    governor: RecordingGovernor,
     graph: FakeGraph,
+) -> Replies:
+    return Replies(client, live, channel, graph, await open_conversation(client, acme))
+
+
+async def test_replies_wait_for_the_channels_budget(
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
     started = time.monotonic()
     for text in ("one", "two", "three"):
-        sent = await reply(client, live, ticket_id, text=text)
+        sent = await replies.send(text)
         assert (sent.status_code, sent.json()["status"]) == (201, "sent"), sent.text
     # One message per second on this channel (a burst of one): the third leaves 2 s after the
     # first, whatever else the machine is doing.
     assert time.monotonic() - started >= 2.0 - 0.02
-    assert governor.named("acquire") == [("acquire", channel["id"], 1, 1)] * 3
-    assert [m["text"]["body"] for m in graph.messages] == ["one", "two", "three"]
+    assert governor.named("acquire") == [("acquire", replies.channel["id"], 1, 1)] * 3
+    assert [m["text"]["body"] for m in replies.graph.messages] == ["one", "two", "three"]
 
 
 async def test_a_raised_budget_applies_to_the_next_reply(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
-    await client.put(
-        f"/api/v1/channels/{channel['id']}",
-        json={"messages_per_second": 1000},
-        headers=live.headers,
-    )
-    assert (await reply(client, live, ticket_id, text="fast")).json()["status"] == "sent"
-    assert governor.named("acquire") == [("acquire", channel["id"], 1000, 1)]
+    await replies.raise_budget()
+    assert (await replies.send("fast")).json()["status"] == "sent"
+    assert governor.named("acquire") == [("acquire", replies.channel["id"], 1000, 1)]
 
 
 async def test_throughput_exceeded_holds_the_channel_then_resends(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
-    graph: FakeGraph,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
-    graph.fail_with(
+    replies.graph.fail_with(
         MESSAGES, 400, 130429, "(#130429) Rate limit hit", headers={"Retry-After": "0.7"}
     )
     started = time.monotonic()
-    sent = await reply(client, live, ticket_id, text="hello")
+    sent = await replies.send("hello")
     assert (sent.status_code, sent.json()["status"]) == (201, "sent"), sent.text
     assert time.monotonic() - started >= 0.7 - 0.02  # held for the platform's hint
-    assert governor.named("hold") == [("hold", channel["id"], 0.7)]
-    assert len(graph.seen(MESSAGES)) == 2  # refused once, accepted once
-    assert len(graph.messages) == 1
+    assert governor.named("hold") == [("hold", replies.channel["id"], 0.7)]
+    assert len(replies.graph.seen(MESSAGES)) == 2  # refused once, accepted once
+    assert len(replies.graph.messages) == 1
 
 
 async def test_throughput_exceeded_without_a_hint_backs_off_exponentially(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
-    graph: FakeGraph,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
-    graph.fail_with(MESSAGES, 400, 130429, "(#130429) Rate limit hit", times=2)
-    sent = await reply(client, live, ticket_id, text="hello")
+    replies.graph.fail_with(MESSAGES, 400, 130429, "(#130429) Rate limit hit", times=2)
+    sent = await replies.send("hello")
     holds = [seconds for _, _, seconds in governor.named("hold")]
     assert len(holds) == 2
     assert 0.9 <= holds[0] <= 1.0  # 1 s, then 2 s (with jitter)
@@ -179,67 +185,48 @@ async def test_throughput_exceeded_without_a_hint_backs_off_exponentially(
     assert sent.status_code == 201
     assert sent.json()["status"] == "failed"
     assert "130429" in sent.json()["error"]
-    assert len(graph.seen(MESSAGES)) == 2
-    assert graph.messages == []
+    assert len(replies.graph.seen(MESSAGES)) == 2
+    assert replies.graph.messages == []
 
 
 async def test_a_hold_delays_other_replies_on_the_channel(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
     """A 130429 seen by a campaign holds the replies too: they share one governor."""
-    ticket_id = await open_conversation(client, acme)
-    await client.put(
-        f"/api/v1/channels/{channel['id']}",
-        json={"messages_per_second": 1000},
-        headers=live.headers,
-    )
-    await governor.hold(channel["id"], 1.0)
+    await replies.raise_budget()
+    await governor.hold(replies.channel["id"], 1.0)
     started = time.monotonic()
-    assert (await reply(client, live, ticket_id, text="after")).json()["status"] == "sent"
+    assert (await replies.send("after")).json()["status"] == "sent"
     assert time.monotonic() - started >= 1.0 - 0.02
 
 
 async def test_pair_rate_limited_waits_for_the_recipient_then_resends(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
-    graph: FakeGraph,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
-    graph.fail_with(
+    replies.graph.fail_with(
         MESSAGES, 400, 131056, "(#131056) Pair rate limit hit", headers={"Retry-After": "0.5"}
     )
     started = time.monotonic()
-    sent = await reply(client, live, ticket_id, text="hello")
+    sent = await replies.send("hello")
     assert sent.json()["status"] == "sent", sent.text
     assert time.monotonic() - started >= 0.5 - 0.02
-    assert governor.named("pair_limited") == [("pair_limited", channel["id"], CUSTOMER, 0.5)]
+    assert governor.named("pair_limited") == [
+        ("pair_limited", replies.channel["id"], CUSTOMER, 0.5)
+    ]
     assert governor.named("hold") == []  # the channel itself was not held
-    assert len(graph.seen(MESSAGES)) == 2
+    assert len(replies.graph.seen(MESSAGES)) == 2
 
 
 async def test_a_recipient_past_its_pair_rate_fails_without_a_send(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    governor: RecordingGovernor,
-    graph: FakeGraph,
+    replies: Replies, governor: RecordingGovernor
 ) -> None:
-    ticket_id = await open_conversation(client, acme)
-    await governor.pair_limited(channel["id"], CUSTOMER, 60.0)
+    await governor.pair_limited(replies.channel["id"], CUSTOMER, 60.0)
     started = time.monotonic()
-    sent = await reply(client, live, ticket_id, text="hello")
+    sent = await replies.send("hello")
     assert time.monotonic() - started < 2.0  # known at once to be past the wait allowed
     assert sent.json()["status"] == "failed"
     assert "too many messages" in sent.json()["error"]
-    assert graph.seen(MESSAGES) == []
+    assert replies.graph.seen(MESSAGES) == []
 
 
 class UnreachableGovernor(LocalSendGovernor):
@@ -248,16 +235,10 @@ class UnreachableGovernor(LocalSendGovernor):
 
 
 async def test_an_unreachable_governor_fails_the_reply_without_a_send(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    live: Tenant,
-    channel: dict[str, Any],
-    resources: Resources,
-    graph: FakeGraph,
+    replies: Replies, resources: Resources
 ) -> None:
     resources.send_governor = UnreachableGovernor()
-    ticket_id = await open_conversation(client, acme)
-    sent = await reply(client, live, ticket_id, text="hello")
+    sent = await replies.send("hello")
     assert (sent.status_code, sent.json()["status"]) == (201, "failed")
     assert "send budget could not be checked" in sent.json()["error"]
-    assert graph.seen(MESSAGES) == []
+    assert replies.graph.seen(MESSAGES) == []
