@@ -23,7 +23,7 @@ from app.resources import Resources
 from app.templates.service import SUBMIT_ACTOR
 from app.templates.tasks import submit_template
 from tests.conftest import Tenant
-from tests.templates.conftest import TEMPLATES, create_channel, template_body
+from tests.templates.conftest import TEMPLATES, WABA, create_channel, template_body
 
 CAMPAIGNS = "/api/v1/campaigns"
 CONTACTS = "/api/v1/contacts"
@@ -145,4 +145,51 @@ def campaign_body(
         "audience_type": "all",
         "template_parameters": {"1": "{{contact.name}}", "2": "A-1001"},
         **fields,
+    }
+
+
+async def simulated_campaign_body(
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    phones: list[str],
+    name: str,
+    eventually: Callable[[Callable[[], Awaitable[bool]]], Awaitable[None]],
+) -> dict[str, Any]:
+    """A test-mode channel, a template the simulator approves (awaited with `eventually`) and
+    the contacts of `phones`, in `tenant`; returns the body of a campaign to all of them."""
+    channel = await client.post(
+        "/api/v1/channels",
+        json={
+            "display_phone_number": "+14155550142",
+            "phone_number_id": f"pn{tenant.organization_id[:8]}",
+            "business_account_id": WABA,
+            "access_token": "EAAGtest-token",
+        },
+        headers=tenant.headers,
+    )
+    assert channel.status_code == 201, channel.text
+    template = await client.post(
+        TEMPLATES,
+        # The simulator's business account is shared by the module's tests: a name each.
+        json=template_body(channel.json()["id"], name=f"sale_{tenant.organization_id[:8]}"),
+        headers=tenant.headers,
+    )
+    template_id = template.json()["id"]
+
+    async def approved() -> bool:
+        found = await client.get(f"{TEMPLATES}/{template_id}", headers=tenant.headers)
+        return bool(found.json()["status"] == "APPROVED")
+
+    await eventually(approved)
+    for n, phone in enumerate(phones):
+        response = await client.post(
+            CONTACTS, json={"phone_number": phone, "name": f"P{n}"}, headers=tenant.headers
+        )
+        assert response.status_code == 200, response.text
+    return {
+        "name": name,
+        "chat_phone_number_id": channel.json()["id"],
+        "message_template_id": template_id,
+        "audience_type": "all",
+        "template_parameters": {"1": "{{contact.name}}", "2": "A-1"},
     }

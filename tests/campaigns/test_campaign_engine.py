@@ -14,9 +14,8 @@ import pytest
 import redis
 
 from app.kit.clock import utcnow
-from tests.campaigns.conftest import CAMPAIGNS, CONTACTS
+from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend
-from tests.templates.conftest import TEMPLATES, WABA, template_body
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
 COUNTERS = ("total_contacts_count", "sent_count", "delivered_count", "read_count", "failed_count")
@@ -39,43 +38,7 @@ async def engine(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterat
 async def prepare(engine: Engine, phones: list[str]) -> tuple[Tenant, dict[str, Any]]:
     """A tenant with a test-mode channel, an APPROVED template and contacts."""
     tenant = await engine.tenants.organization()
-    client = engine.client
-    channel = await client.post(
-        "/api/v1/channels",
-        json={
-            "display_phone_number": "+14155550142",
-            "phone_number_id": f"pn{tenant.organization_id[:8]}",
-            "business_account_id": WABA,
-            "access_token": "EAAGtest-token",
-        },
-        headers=tenant.headers,
-    )
-    channel_id = channel.json()["id"]
-    template = await client.post(
-        TEMPLATES,
-        # The simulator's business account is shared by the module's tests: a name each.
-        json=template_body(channel_id, name=f"sale_{tenant.organization_id[:8]}"),
-        headers=tenant.headers,
-    )
-    template_id = template.json()["id"]
-
-    async def approved() -> bool:
-        found = await client.get(f"{TEMPLATES}/{template_id}", headers=tenant.headers)
-        return bool(found.json()["status"] == "APPROVED")
-
-    await eventually(approved)
-    for n, phone in enumerate(phones):
-        response = await client.post(
-            CONTACTS, json={"phone_number": phone, "name": f"P{n}"}, headers=tenant.headers
-        )
-        assert response.status_code == 200
-    body = {
-        "name": "Engine",
-        "chat_phone_number_id": channel_id,
-        "message_template_id": template_id,
-        "audience_type": "all",
-        "template_parameters": {"1": "{{contact.name}}", "2": "A-1"},
-    }
+    body = await simulated_campaign_body(engine.client, tenant, phones, "Engine", eventually)
     return tenant, body
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from app.campaigns import reports
 from app.campaigns.models import Campaign
-from tests.campaigns.conftest import CAMPAIGNS, CONTACTS
+from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.conftest import Tenant
 from tests.events.test_graphql_subscription import (  # noqa: F401 (fixtures)
     Harness,
@@ -23,7 +23,6 @@ from tests.events.test_graphql_subscription import (  # noqa: F401 (fixtures)
     committed_url,
     harness,
 )
-from tests.templates.conftest import TEMPLATES, WABA, template_body
 
 PROGRESS = """subscription($id: ID!) { campaignProgress(id: $id) {
   campaignId status startedAt completedAt
@@ -47,42 +46,7 @@ async def eventually(check: Any, seconds: float = 20.0) -> None:
 
 async def prepare(app_harness: Harness, tenant: Tenant, phones: list[str]) -> dict[str, Any]:
     """A test-mode channel, an APPROVED template and contacts; the body of a campaign."""
-    client = app_harness.client
-    channel = await client.post(
-        "/api/v1/channels",
-        json={
-            "display_phone_number": "+14155550142",
-            "phone_number_id": f"pn{tenant.organization_id[:8]}",
-            "business_account_id": WABA,
-            "access_token": "EAAGtest-token",
-        },
-        headers=tenant.headers,
-    )
-    assert channel.status_code == 201, channel.text
-    template = await client.post(
-        TEMPLATES,
-        json=template_body(channel.json()["id"], name=f"sale_{tenant.organization_id[:8]}"),
-        headers=tenant.headers,
-    )
-    template_id = template.json()["id"]
-
-    async def approved() -> bool:
-        found = await client.get(f"{TEMPLATES}/{template_id}", headers=tenant.headers)
-        return bool(found.json()["status"] == "APPROVED")
-
-    await eventually(approved)
-    for n, phone in enumerate(phones):
-        response = await client.post(
-            CONTACTS, json={"phone_number": phone, "name": f"P{n}"}, headers=tenant.headers
-        )
-        assert response.status_code == 200, response.text
-    return {
-        "name": "Progress",
-        "chat_phone_number_id": channel.json()["id"],
-        "message_template_id": template_id,
-        "audience_type": "all",
-        "template_parameters": {"1": "{{contact.name}}", "2": "A-1"},
-    }
+    return await simulated_campaign_body(app_harness.client, tenant, phones, "Progress", eventually)
 
 
 async def create(app_harness: Harness, tenant: Tenant, body: dict[str, Any]) -> str:
