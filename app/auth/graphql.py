@@ -43,10 +43,7 @@ def user_loader(context: Context) -> DataLoader[str, User | None]:
         by_id: dict[str, Any] = {user.id: user for user in users}
         return [by_id.get(user_id) for user_id in ids]
 
-    loader = context.loaders.get("user")
-    if loader is None:
-        loader = context.loaders["user"] = DataLoader(load_fn=load)
-    return loader
+    return context.loader("user", load)
 
 
 @strawberry.type

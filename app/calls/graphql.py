@@ -72,10 +72,7 @@ def agents_loader(context: Context) -> DataLoader[str, Any]:
             ).rows_by_ids(keys)
         return [rows.get(key) for key in keys]
 
-    loader = context.loaders.get(AGENTS_LOADER)
-    if loader is None:
-        loader = context.loaders[AGENTS_LOADER] = DataLoader(load_fn=load)
-    return cast(DataLoader[str, Any], loader)
+    return context.loader(AGENTS_LOADER, load)
 
 
 async def _agent(root: strawberry.Parent[Any], info: Info[Context, None]) -> Agent | None:
@@ -157,10 +154,7 @@ def recent_calls_loader(context: Context) -> DataLoader[tuple[str, int], list[Ca
             for contact_id, limit in keys
         ]
 
-    loader = context.loaders.get(RECENT_CALLS_LOADER)
-    if loader is None:
-        loader = context.loaders[RECENT_CALLS_LOADER] = DataLoader(load_fn=load)
-    return cast(DataLoader[tuple[str, int], list[CallLog]], loader)
+    return context.loader(RECENT_CALLS_LOADER, load)
 
 
 async def load_recent_calls(context: Context, contact_id: str, limit: int) -> list[CallLog]:

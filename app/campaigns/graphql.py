@@ -43,10 +43,7 @@ def contacts_loader(context: Context) -> DataLoader[str, Any]:
             rows = await reports.recipient_contacts(session, context.require_subject(), keys)
         return [rows.get(key) for key in keys]
 
-    loader = context.loaders.get(CONTACTS_LOADER)
-    if loader is None:
-        loader = context.loaders[CONTACTS_LOADER] = DataLoader(load_fn=load)
-    return cast(DataLoader[str, Any], loader)
+    return context.loader(CONTACTS_LOADER, load)
 
 
 async def _contact(root: strawberry.Parent[Any], info: Info[Context, None]) -> Contact | None:

@@ -70,10 +70,7 @@ def recent_messages_loader(
             for ticket_id, limit in keys
         ]
 
-    loader = context.loaders.get(RECENT_MESSAGES_LOADER)
-    if loader is None:
-        loader = context.loaders[RECENT_MESSAGES_LOADER] = DataLoader(load_fn=load)
-    return cast(DataLoader[tuple[str, int], list[ConversationMessage]], loader)
+    return context.loader(RECENT_MESSAGES_LOADER, load)
 
 
 async def load_recent_messages(

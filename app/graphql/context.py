@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
+from strawberry.dataloader import DataLoader
 
 from app.auth.subject import PrincipalType, Subject
 from app.graphql.errors import Forbidden, Unauthenticated
 from app.resources import Resources
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -25,6 +29,13 @@ class Context:
     # Sibling fields resolve concurrently; one AsyncSession must not be used concurrently.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     loaders: dict[str, Any] = field(default_factory=dict)
+
+    def loader(self, name: str, load: Callable[[list[K]], Awaitable[list[V]]]) -> DataLoader[K, V]:
+        """The request's one DataLoader called `name`, made with `load` on first use."""
+        found = self.loaders.get(name)
+        if found is None:
+            found = self.loaders[name] = DataLoader(load_fn=load)
+        return cast(DataLoader[K, V], found)
 
     @asynccontextmanager
     async def db(self) -> AsyncIterator[AsyncSession]:
