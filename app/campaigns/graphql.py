@@ -218,26 +218,8 @@ class Campaign:
 
 
 def as_campaign(row: Any) -> Campaign:
-    return Campaign(
-        id=strawberry.ID(row.id),
-        organization_id=row.organization_id,
-        name=row.name,
-        chat_phone_number_id=row.chat_phone_number_id,
-        message_template_id=row.message_template_id,
-        audience_type=row.audience_type,
-        audience_tags=row.audience_tags,
-        audience_contact_ids=row.audience_contact_ids,
-        template_parameters=row.template_parameters,
-        scheduled_at=row.scheduled_at,
-        status=row.status,
-        total_contacts_count=row.total_contacts_count,
-        sent_count=row.sent_count,
-        delivered_count=row.delivered_count,
-        read_count=row.read_count,
-        failed_count=row.failed_count,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    # Rows and entities carry the same attributes as the type; no copy is needed.
+    return cast(Campaign, row)
 
 
 @strawberry.type(description="A page of campaigns (page numbers, as REST's envelope A).")
