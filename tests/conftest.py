@@ -30,12 +30,14 @@ from app.kit.ratelimit import MemoryRateLimiter
 from app.main import create_app
 from app.organizations.service import create_organization, create_user
 from app.resources import Resources
+from tests.integrations.whatsapp.fake_graph import FakeGraph, running_fake_graph
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
 PG_ADMIN_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
 TEST_SECRET = "test-secret-key-for-hmac-and-jwt-0123456789"
+PLATFORM_TOKEN = "EAAGplatform-token-of-the-tests"
 GRAPHQL = "/graphql"
 
 
@@ -188,9 +190,24 @@ def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settin
     return Settings(**values)
 
 
+@pytest.fixture(scope="session")
+def platform_server() -> Iterator[FakeGraph]:
+    """The local Graph API every test's live channels are verified against."""
+    with running_fake_graph(PLATFORM_TOKEN) as graph:
+        yield graph
+
+
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
-    return make_settings(database_url, tmp_path)
+def platform(platform_server: FakeGraph) -> FakeGraph:
+    """The local Graph API, as new: register the numbers a test's live channels read
+    (`platform.add_phone_number(phone_number_id, token=…)`)."""
+    platform_server.reset()
+    return platform_server
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path, platform: FakeGraph) -> Settings:
+    return make_settings(database_url, tmp_path, graph_api_url=platform.base_url)
 
 
 @pytest.fixture

@@ -304,7 +304,8 @@ def _seed_created(
     return ids
 
 
-def _seed_channels(base_url: str, api_key: str, count: int) -> list[str]:
+def _seed_channels(base_url: str, api_key: str, count: int, first: int = 0) -> list[str]:
+    """`count` channels, numbers `first` on (a number id belongs to one organization)."""
     bodies = [
         {
             "display_phone_number": f"+1415555{number:04d}",
@@ -312,7 +313,7 @@ def _seed_channels(base_url: str, api_key: str, count: int) -> list[str]:
             "business_account_id": "waba1",
             "access_token": f"seed-token-{number}",
         }
-        for number in range(count)
+        for number in range(first, first + count)
     ]
     return _seed_created(base_url, api_key, "/api/v1/channels", bodies)
 
@@ -486,7 +487,7 @@ def target(
         )
         target.user_ids = [user_id]
         target.channel_ids = _seed_channels(base_url, keys["full_access"], 5)
-        target.foreign_channel_ids = _seed_channels(base_url, keys["other_org"], 1)
+        target.foreign_channel_ids = _seed_channels(base_url, keys["other_org"], 1, first=100)
         target.quick_reply_ids = _seed_quick_replies(base_url, keys["full_access"], 5)
         target.foreign_quick_reply_ids = _seed_quick_replies(base_url, keys["other_org"], 1)
         target.document_ids = _seed_documents(base_url, keys["full_access"], 5)

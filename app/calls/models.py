@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -90,11 +90,15 @@ class CallLog(TimestampMixin, Base):
 
 class AgentPhoneNumber(TimestampMixin, Base):
     """A carrier number whose incoming calls an agent answers. A number belongs to one
-    organization and one agent at a time (unique across the service: the carrier routes
-    each number to one account)."""
+    organization and one agent at a time in each mode (unique across the service: the carrier
+    routes each number to one account). A live assignment is verified with the carrier; a
+    test-mode one never routes a live call, so it never stands in a live one's way."""
 
     __tablename__ = "agent_phone_numbers"
     __table_args__ = (
+        UniqueConstraint(
+            "phone_number", "livemode", name="uq_agent_phone_numbers_phone_number_livemode"
+        ),
         Index(
             "ix_agent_phone_numbers_organization_id_created_at_id",
             "organization_id",
@@ -106,5 +110,5 @@ class AgentPhoneNumber(TimestampMixin, Base):
     id: Mapped[str] = id_column()
     organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     agent_id: Mapped[str] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
-    phone_number: Mapped[str] = mapped_column(String(50), unique=True)
+    phone_number: Mapped[str] = mapped_column(String(50))
     livemode: Mapped[bool] = mapped_column(Boolean)

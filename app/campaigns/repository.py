@@ -32,6 +32,7 @@ from app.campaigns.models import (
     RecipientStatus,
 )
 from app.contacts.models import Contact
+from app.db import lists
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import OrgScopedRepository
 
@@ -428,14 +429,40 @@ async def fail_stale_claims(
     return list(result.all())
 
 
+def _sent_through(channel_id: str) -> ColumnElement[bool]:
+    # Recipients of the channel's campaigns: a status names a message of the number it
+    # came for, never another channel's.
+    return CampaignRecipient.campaign_id.in_(
+        select(Campaign.id).where(Campaign.chat_phone_number_id == channel_id)
+    )
+
+
 async def recipient_by_message_id(
-    session: AsyncSession, platform_message_id: str
+    session: AsyncSession, channel_id: str, platform_message_id: str
 ) -> CampaignRecipient | None:
-    """The recipient a status callback is about, locked until the transaction ends (on
-    PostgreSQL), so two callbacks about one message move it one after the other."""
+    """The recipient of one of the channel's campaigns a status callback is about, locked
+    until the transaction ends (on PostgreSQL), so two callbacks about one message move it
+    one after the other."""
     statement = select(CampaignRecipient).where(
-        CampaignRecipient.platform_message_id == platform_message_id
+        CampaignRecipient.platform_message_id == platform_message_id,
+        _sent_through(channel_id),
     )
     if _dialect(session) == "postgresql":
         statement = statement.with_for_update()
     return await session.scalar(statement.execution_options(populate_existing=True))
+
+
+async def known_message_ids(
+    session: AsyncSession, channel_id: str, platform_message_ids: Sequence[str]
+) -> set[str]:
+    """Which of these platform message ids name recipients of the channel's campaigns."""
+    found: set[str] = set()
+    for chunk in lists.chunks(session, platform_message_ids):
+        rows = await session.scalars(
+            select(CampaignRecipient.platform_message_id).where(
+                lists.one_of(session, CampaignRecipient.platform_message_id, chunk),
+                _sent_through(channel_id),
+            )
+        )
+        found.update(value for value in rows if value is not None)
+    return found

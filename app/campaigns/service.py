@@ -607,15 +607,18 @@ _RANK = {
 }
 
 
-async def apply_status(session: AsyncSession, status: dict[str, Any], error: str | None) -> bool:
-    """One `statuses[]` entry about a campaign message: the ledger moves forward only
-    (a duplicate or late status changes nothing), and the counters move by the same delta in
-    this transaction. The recipient row is locked first, so concurrent callbacks about one
-    message apply one after the other. False when the message is not a campaign's."""
+async def apply_status(
+    session: AsyncSession, channel_id: str, status: dict[str, Any], error: str | None
+) -> bool:
+    """One `statuses[]` entry about a message of one of the channel's campaigns: the ledger
+    moves forward only (a duplicate or late status changes nothing), and the counters move by
+    the same delta in this transaction. The recipient row is locked first, so concurrent
+    callbacks about one message apply one after the other. False when the message is not one
+    of the channel's campaigns'."""
     message_id = str(status.get("id", ""))
     if not message_id:
         return False
-    recipient = await ledger.recipient_by_message_id(session, message_id)
+    recipient = await ledger.recipient_by_message_id(session, channel_id, message_id)
     if recipient is None:
         return False
     new = str(status.get("status", ""))

@@ -71,7 +71,14 @@ def as_channel(value: Any) -> Channel:
 CHANNELS = DomainMutations(
     "Channel",
     scope=Scope.FULL_ACCESS,
-    errors=(InvalidInput, NotFound, Conflict, service.LiveChannelForbidden),
+    errors=(
+        InvalidInput,
+        NotFound,
+        Conflict,
+        service.LiveChannelForbidden,
+        service.PhoneNumberNotVerified,
+        service.PlatformFailure,
+    ),
     node=Channel,
     as_node=as_channel,
 )
@@ -93,12 +100,15 @@ class Query:
 class Mutation:
     @CHANNELS.mutation()
     async def create_channel(self, info: Info[Context, None], input: ChannelCreateInput) -> Payload:
-        box = service.access_token_box(info.context.resources.secret_key)
+        resources = info.context.resources
+        box = service.access_token_box(resources.secret_key)
         return await CHANNELS.save(
             info,
             ChannelCreate,
             input,
-            lambda session, subject, data: service.create_channel(session, subject, data, box),
+            lambda session, subject, data: service.create_channel(
+                session, subject, data, box, resources.settings
+            ),
         )
 
     update_channel = CHANNELS.update_field(

@@ -10,19 +10,30 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
-    UniqueConstraint,
     text,
+    true,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, TimestampMixin, id_column
 
+# The channel holds its number in its mode (see `Channel.holds_number`).
+HOLDS_NUMBER = text("holds_number")
+
 
 class Channel(TimestampMixin, Base):
     __tablename__ = "channels"
     __table_args__ = (
-        # One channel per upstream number in an organization (409 on a duplicate, race-safe).
-        UniqueConstraint("organization_id", "phone_number_id"),
+        # A phone number id belongs to one organization: one live and one test-mode channel
+        # hold it, across every organization; the next create is 409, race-safe.
+        Index(
+            "uq_channels_phone_number_id_livemode",
+            "phone_number_id",
+            "livemode",
+            unique=True,
+            postgresql_where=HOLDS_NUMBER,
+            sqlite_where=HOLDS_NUMBER,
+        ),
         # Serves the newest-first cursor walk of one organization.
         Index("ix_channels_organization_id_created_at_id", "organization_id", "created_at", "id"),
         CheckConstraint("messages_per_second BETWEEN 1 AND 1000", name="messages_per_second_range"),
@@ -41,3 +52,8 @@ class Channel(TimestampMixin, Base):
     access_token_encrypted: Mapped[str] = mapped_column(Text)
     # The send budget of the number, shared by its campaigns and replies (app/channels/governor.py).
     messages_per_second: Mapped[int] = mapped_column(Integer, server_default=text("80"))
+    # True for every channel created since numbers became one organization's: platform
+    # traffic for the number reaches the holder only. False only for channels registered
+    # before, that shared a number with an older channel of the same mode (migration 0018):
+    # they stay listed and receive nothing.
+    holds_number: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sqlalchemy import ColumnElement, false
+from sqlalchemy import ColumnElement, false, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.channels.models import Channel
+from app.channels.models import HOLDS_NUMBER, Channel
 from app.kit.repository import Filter, OrgScopedRepository
 
-# How each backend names the (organization_id, phone_number_id) unique key in its error.
-_DUPLICATE_MARKERS = ("uq_channels_organization_id", "channels.phone_number_id")
+# How each backend names the unique key of the number's holders in its error.
+_DUPLICATE_MARKERS = ("uq_channels_phone_number_id_livemode", "channels.phone_number_id")
 
 
 class ChannelRepository(OrgScopedRepository[Channel]):
@@ -43,3 +44,23 @@ class ChannelRepository(OrgScopedRepository[Channel]):
 
 def _in_test_mode() -> ColumnElement[bool]:
     return Channel.livemode == false()
+
+
+async def holder_of(
+    session: AsyncSession, phone_number_id: str, *, livemode: bool
+) -> Channel | None:
+    """The channel, of whichever organization, that holds the number in that mode (platform
+    identifiers are not scoped by organization: this is how one is found to be taken)."""
+    return await session.scalar(
+        select(Channel).where(
+            Channel.phone_number_id == phone_number_id,
+            Channel.livemode == livemode,
+            HOLDS_NUMBER,  # the partial index's own condition, so SQLite uses it too
+        )
+    )
+
+
+async def lock_channel(session: AsyncSession, channel_id: str) -> None:
+    """Hold the channel's row until the transaction ends (PostgreSQL; SQLite's writers are
+    one at a time already): work that must see each other's writes takes it first."""
+    await session.execute(select(Channel.id).where(Channel.id == channel_id).with_for_update())

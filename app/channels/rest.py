@@ -23,6 +23,7 @@ async def create_channel(ctx: RequestContext) -> Response:
         ctx.subject,
         ctx.body(ChannelCreate),
         service.access_token_box(ctx.resources.secret_key),
+        ctx.resources.settings,
     )
     return json_response(channel_to_public(channel), status_code=201)
 
@@ -48,12 +49,13 @@ OPERATIONS = (
         "/channels",
         create_channel,
         Scope.FULL_ACCESS,
-        "Register a messaging phone number (the access token is stored encrypted, never shown)",
+        "Register a messaging phone number (the access token is stored encrypted, never shown;"
+        " a live key's number is verified with the platform first)",
         _TAG,
         status_code=201,
         request_model=ChannelCreate,
         response_model=ChannelResponse,
-        errors=(400, 409, 422),
+        errors=(400, 409, 422, 502),
     ),
     Operation(
         "GET",

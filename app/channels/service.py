@@ -2,9 +2,18 @@
 
 Test mode: a channel takes `livemode` from the credential that creates it. A test-mode
 credential (a test key, or a user's JWT) lists only test-mode channels, and acting on a
-live-mode channel by id gets 403 `LiveChannelForbidden` (CONTRACT §2); live keys see and use
-both kinds. Other domains that send through a channel take it with `get_channel_for_use`,
-which applies the same rule, and read its token with `access_token_of`.
+live-mode channel by id gets 403 `LiveChannelForbidden` (docs/api.md, test mode); live keys see
+and use both kinds. Other domains that send through a channel take it with
+`get_channel_for_use`, which applies the same rule, and read its token with `access_token_of`.
+
+A phone number id belongs to one organization. In each mode one channel holds it, across
+every organization (a unique index decides between concurrent creates): a second
+organization's channel for it is 409 `PhoneNumberInUse`. A live channel is verified with the
+platform first (its token must read the number) and is never refused because of a test-mode
+channel: platform traffic for the number reaches the live holder, and a test-mode holder then
+only receives the simulator's traffic (app/conversations/inbound.py). So a test-mode channel is
+refused for a number another organization holds live, and an organization may hold its own
+number in both modes.
 """
 
 from __future__ import annotations
@@ -16,15 +25,52 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
 from app.channels.models import Channel
-from app.channels.repository import ChannelRepository
+from app.channels.repository import ChannelRepository, holder_of
 from app.channels.schemas import ChannelCreate, ChannelUpdate
+from app.config import Settings
+from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy
+from app.integrations.whatsapp.errors import WhatsAppError
 from app.kit.crypto import SecretBox, secret_box
-from app.kit.errors import Conflict, InsufficientScope
+from app.kit.errors import Conflict, DomainError, InsufficientScope, InvalidInput
 from app.kit.ids import new_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 
 ACCESS_TOKEN_PURPOSE = "channel-access-token"
+# A verification answers inside an API request: one quick retry of a platform hiccup at most.
+VERIFY_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_delay=1.0)
+
+
+class PhoneNumberInUse(Conflict):
+    """Another organization holds the phone number id (in the mode asked for, or live)."""
+
+    def __init__(self) -> None:
+        super().__init__("Phone number is already in use", field="phone_number_id")
+
+
+class PhoneNumberNotVerified(InvalidInput):
+    """The platform did not let the channel's access token read the phone number."""
+
+    code = "phone_number_not_verified"
+
+    def __init__(self, phone_number_id: str, error: WhatsAppError) -> None:
+        super().__init__(
+            f"The access token cannot read phone number {phone_number_id} on the messaging "
+            f"platform ({error.describe()}); a live channel needs a token of the business "
+            "account that owns the number",
+            field="access_token",
+        )
+
+
+class PlatformFailure(DomainError):
+    """The messaging platform failed or refused a call made for this request."""
+
+    code = "platform_error"
+    status = 502
+
+    def __init__(self, error: WhatsAppError) -> None:
+        super().__init__(f"The messaging platform answered: {error.describe()}")
+        self.error = error
 
 
 class LiveChannelForbidden(InsufficientScope):
@@ -55,8 +101,17 @@ def _check_mode(subject: Subject, channel: Any) -> None:
 
 
 async def create_channel(
-    session: AsyncSession, subject: Subject, data: ChannelCreate, box: SecretBox
+    session: AsyncSession,
+    subject: Subject,
+    data: ChannelCreate,
+    box: SecretBox,
+    settings: Settings,
 ) -> Channel:
+    """Register a number: refused when held (see the module's docstring), verified with the
+    platform when live, then stored; the unique index settles a concurrent create."""
+    await _refuse_held(session, subject, data.phone_number_id)
+    if subject.livemode:
+        await verify_phone_number(settings, data.phone_number_id, data.access_token)
     channel = Channel(
         id=new_id(),
         organization_id=subject.organization_id,
@@ -69,17 +124,46 @@ async def create_channel(
     )
     channel.access_token_encrypted = box.encrypt(data.access_token, _token_context(channel))
     repository = ChannelRepository(session, subject.organization_id)
-    repository.add(channel)
     try:
-        await session.flush()
+        async with session.begin_nested():
+            repository.add(channel)
+            await session.flush()
     except IntegrityError as exc:
-        if repository.is_duplicate(exc):
+        if not repository.is_duplicate(exc):
+            raise
+        await _refuse_held(session, subject, data.phone_number_id)  # names the winner
+        raise PhoneNumberInUse() from exc
+    return channel
+
+
+async def _refuse_held(session: AsyncSession, subject: Subject, phone_number_id: str) -> None:
+    """409 when a channel holds the number in the subject's mode, or another organization's
+    holds it live (its own live number may have a test-mode twin; a live channel never
+    looks at test-mode holders)."""
+    same_mode = await holder_of(session, phone_number_id, livemode=subject.livemode)
+    if same_mode is not None:
+        if same_mode.organization_id == subject.organization_id:
             raise Conflict(
                 "A channel with this phone_number_id already exists in the organization",
                 field="phone_number_id",
-            ) from exc
-        raise
-    return channel
+            )
+        raise PhoneNumberInUse()
+    if not subject.livemode:
+        live = await holder_of(session, phone_number_id, livemode=True)
+        if live is not None and live.organization_id != subject.organization_id:
+            raise PhoneNumberInUse()
+
+
+async def verify_phone_number(settings: Settings, phone_number_id: str, access_token: str) -> None:
+    """The platform lets `access_token` read the number (Graph API `GET /{phone_number_id}`):
+    PhoneNumberNotVerified when it refuses, PlatformFailure when it cannot answer now."""
+    async with GraphApiClient(settings.graph_api_url, access_token, retry=VERIFY_RETRY) as client:
+        try:
+            await client.phone_number(phone_number_id)
+        except WhatsAppError as exc:
+            if exc.retryable:
+                raise PlatformFailure(exc) from exc
+            raise PhoneNumberNotVerified(phone_number_id, exc) from exc
 
 
 async def get_channel(session: AsyncSession, subject: Subject, channel_id: str) -> Any:

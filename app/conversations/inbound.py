@@ -1,27 +1,28 @@
 """The platform's webhooks, verified and dispatched: one entry point for Meta's POSTs and
 for the simulator's callbacks alike.
 
+A phone number id's traffic reaches the one channel that holds it (app/channels/service.py):
+the platform's goes to the live holder, or to the test-mode holder while no live channel holds
+the number; the simulator's goes to the test-mode holder only. Each message and status is
+taken or skipped on its own (a savepoint each): one that cannot be stored is logged and
+skipped, the others are stored, and the platform gets its 200.
+
 Unknown phone number ids and unknown fields are acknowledged and logged, never refused: the
 platform retries anything but a 2xx for days, and a number deleted here would never stop.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import orjson
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.campaigns import service as campaigns
 from app.channels.models import Channel
-from app.conversations import service
-from app.conversations.repository import channels_for_phone_number_id
-from app.integrations.whatsapp.factory import CALLBACK_QUEUE
+from app.channels.repository import holder_of
+from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
-from app.kit import outbox
-from app.kit.clock import utcnow
 from app.resources import Resources
 from app.templates import service as templates
 
@@ -36,8 +37,9 @@ class PayloadInvalid(Exception):
     """Signed, but not JSON."""
 
 
-async def process_payload(session: AsyncSession, payload: Any) -> None:
-    """Apply every change of a webhook body. The caller commits."""
+async def process_payload(session: AsyncSession, payload: Any, *, simulated: bool = False) -> None:
+    """Apply every change of a webhook body (`simulated`: posted by the simulator, for
+    test-mode channels). The caller commits."""
     if not isinstance(payload, dict):
         return
     for entry in payload.get("entry") or []:
@@ -47,11 +49,23 @@ async def process_payload(session: AsyncSession, payload: Any) -> None:
         for change in entry.get("changes") or []:
             if not isinstance(change, dict) or not isinstance(change.get("value"), dict):
                 continue
-            await _apply_change(session, account, str(change.get("field", "")), change["value"])
+            field = str(change.get("field", ""))
+            await _apply_change(session, account, field, change["value"], simulated)
+
+
+async def channel_for_traffic(
+    session: AsyncSession, phone_number_id: str, *, simulated: bool
+) -> Channel | None:
+    """The one channel that receives traffic for the number (see the module's docstring)."""
+    if not simulated:
+        live = await holder_of(session, phone_number_id, livemode=True)
+        if live is not None:
+            return live
+    return await holder_of(session, phone_number_id, livemode=False)
 
 
 async def _apply_change(
-    session: AsyncSession, account: str, field: str, value: dict[str, Any]
+    session: AsyncSession, account: str, field: str, value: dict[str, Any], simulated: bool
 ) -> None:
     if field == "message_template_status_update":
         if not await templates.apply_status_update(session, account, value):
@@ -63,69 +77,41 @@ async def _apply_change(
     if field != "messages":
         logger.info("webhook field not handled", field=field)
         return
-    metadata = value.get("metadata") or {}
-    phone_number_id = str(metadata.get("phone_number_id", ""))
-    channels = await channels_for_phone_number_id(session, phone_number_id)
-    if not channels:
+    metadata = value.get("metadata")
+    phone_number_id = str(metadata.get("phone_number_id", "")) if isinstance(metadata, dict) else ""
+    channel = await channel_for_traffic(session, phone_number_id[:64], simulated=simulated)
+    if channel is None:
         logger.warning("webhook for an unknown phone number id", phone_number_id=phone_number_id)
         return
+    entries = value.get("statuses")
+    await statuses.apply_statuses(session, channel, entries if isinstance(entries, list) else [])
+    contacts = value.get("contacts")
     names = {
         str(contact.get("wa_id")): (contact.get("profile") or {}).get("name")
-        for contact in value.get("contacts") or []
-        if isinstance(contact, dict)
+        for contact in (contacts if isinstance(contacts, list) else [])
+        if isinstance(contact, dict) and isinstance(contact.get("profile") or {}, dict)
     }
-    for status in value.get("statuses") or []:
-        if isinstance(status, dict):
-            await apply_status(session, channels, status)
-    for channel in channels:
-        for message in value.get("messages") or []:
-            if isinstance(message, dict):
-                await service.receive_message(
-                    session, channel, message, names.get(str(message.get("from")))
-                )
+    messages = value.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            await _receive(session, channel, message, names.get(str(message.get("from"))))
 
 
-# A status can overtake the send it is about: the message id is stored when the send settles
-# (a campaign's ledger every 100 ms, a reply when its request commits). A status about an id
-# nobody holds yet is tried again after each of these delays, then dropped with a log line.
-STATUS_RETRY_ACTOR = "whatsapp.status_retry"
-STATUS_RETRY_DELAYS = (timedelta(seconds=2), timedelta(seconds=10), timedelta(seconds=60))
-
-
-async def apply_status(
-    session: AsyncSession, channels: list[Channel], status: dict[str, Any], attempt: int = 0
+async def _receive(
+    session: AsyncSession, channel: Channel, message: dict[str, Any], profile_name: Any
 ) -> None:
-    """One `statuses[]` entry about a message sent from the channels of one phone number id:
-    a campaign's message, else a conversation's (on whichever channel holds it), else later."""
-    error = service.error_text(status.get("errors"))
-    if await campaigns.apply_status(session, status, error):
-        return
-    held = [await service.apply_status(session, channel, status) for channel in channels]
-    if any(outcome is not None for outcome in held):
-        return
-    if attempt < len(STATUS_RETRY_DELAYS):
-        at = utcnow() + STATUS_RETRY_DELAYS[attempt]
-        args = (channels[0].id, status, attempt + 1)
-        outbox.schedule(session, STATUS_RETRY_ACTOR, *args, queue=CALLBACK_QUEUE, at=at)
-        return
-    logger.info("status for an unknown message", platform_message_id=status.get("id"))
+    try:
+        async with session.begin_nested():
+            await service.receive_message(session, channel, message, profile_name)
+    except statuses.UNSTORABLE:
+        logger.exception(
+            "inbound message skipped", channel_id=channel.id, id=str(message.get("id"))[:64]
+        )
 
 
-async def retry_status(
-    resources: Resources, channel_id: str, status: dict[str, Any], attempt: int
+async def handle_signed(
+    resources: Resources, body: bytes, signature: str | None, *, simulated: bool = False
 ) -> None:
-    """The job of a status that matched no message when it arrived (on any channel of the
-    phone number id of `channel_id`)."""
-    async with resources.session(writes=True) as session:
-        channel = await session.get(Channel, channel_id)
-        if channel is None:  # a channel deleted since: its messages went with it
-            return
-        channels = await channels_for_phone_number_id(session, channel.phone_number_id)
-        await apply_status(session, channels, status, attempt)
-        await session.commit()
-
-
-async def handle_signed(resources: Resources, body: bytes, signature: str | None) -> None:
     """Verify `X-Hub-Signature-256` over the raw body, then apply it in one transaction."""
     if not signature_valid(resources.settings.whatsapp_app_secret_value(), body, signature):
         raise SignatureInvalid()
@@ -134,5 +120,5 @@ async def handle_signed(resources: Resources, body: bytes, signature: str | None
     except orjson.JSONDecodeError as exc:
         raise PayloadInvalid() from exc
     async with resources.session(writes=True) as session:
-        await process_payload(session, payload)
+        await process_payload(session, payload, simulated=simulated)
         await session.commit()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db.base import Base, TimestampMixin, UTCDateTime, id_column
+from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
+from app.kit.clock import utcnow
 
 
 class Direction(StrEnum):
@@ -69,3 +71,23 @@ class Message(TimestampMixin, Base):
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
+
+
+class ParkedStatus(Base):
+    """A delivery status that named no message of its channel when it arrived (a status can
+    overtake the send it is about), kept for the channel's one retry job
+    (app/conversations/statuses.py). A bounded number per channel."""
+
+    __tablename__ = "parked_statuses"
+    __table_args__ = (
+        # The channel's parked statuses, oldest first; the expired ones.
+        Index("ix_parked_statuses_channel_id_expires_at", "channel_id", "expires_at"),
+    )
+
+    id: Mapped[str] = id_column()
+    channel_id: Mapped[str] = mapped_column(ForeignKey("channels.id", ondelete="CASCADE"))
+    platform_message_id: Mapped[str] = mapped_column(String(128))
+    # The `statuses[]` entry, reduced to what applying it reads (id, status, timestamp, errors).
+    status: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(timezone=True), default=utcnow)

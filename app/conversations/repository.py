@@ -10,18 +10,26 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.channels.models import Channel
 from app.contacts.models import Contact
 from app.conversations.models import Direction, Message
+from app.db import lists
 from app.kit.repository import Filter, OrgScopedRepository
 
 
-async def channels_for_phone_number_id(
-    session: AsyncSession, phone_number_id: str
-) -> list[Channel]:
-    """Every organization's channel for this upstream number (test mode may share one)."""
-    rows = await session.scalars(select(Channel).where(Channel.phone_number_id == phone_number_id))
-    return list(rows.all())
+async def known_message_ids(
+    session: AsyncSession, channel_id: str, platform_message_ids: Sequence[str]
+) -> set[str]:
+    """Which of these platform message ids name messages of the channel."""
+    found: set[str] = set()
+    for chunk in lists.chunks(session, platform_message_ids):
+        rows = await session.scalars(
+            select(Message.platform_message_id).where(
+                Message.channel_id == channel_id,
+                lists.one_of(session, Message.platform_message_id, chunk),
+            )
+        )
+        found.update(value for value in rows if value is not None)
+    return found
 
 
 async def message_by_platform_id(

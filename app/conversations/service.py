@@ -10,6 +10,7 @@ from the contact and ticket services when those are new).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -46,6 +47,7 @@ from app.kit.errors import InvalidInput, InvalidState
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
+from app.kit.validation import MAX_NAME_LENGTH, display_name
 from app.quick_replies import service as quick_replies
 from app.quick_replies.cache import snippet_cache
 from app.resources import Resources
@@ -53,6 +55,11 @@ from app.templates.models import MessageTemplate, TemplateStatus
 
 logger = structlog.get_logger("switchboard.conversations")
 PLATFORM_PRINCIPAL = "whatsapp"
+# The platform's message types are short lowercase words (text, image, interactive, …).
+MESSAGE_TYPE = re.compile(r"[a-z_]{1,16}")
+UNSUPPORTED = "unsupported"
+MAX_PLATFORM_ID = 128
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def platform_subject(channel: Channel) -> Subject:
@@ -84,10 +91,11 @@ def error_text(errors: Any) -> str | None:
 
 
 async def apply_status(
-    session: AsyncSession, channel: Channel, status: dict[str, Any]
+    session: AsyncSession, channel: Channel, status: dict[str, Any], error: str | None
 ) -> bool | None:
-    """One `statuses[]` entry. True when the message changed; None when no message of the
-    channel has that id (yet: app/conversations/inbound.py tries again)."""
+    """One `statuses[]` entry (`error`: its errors as `error_text` reads them). True when the
+    message changed; None when no message of the channel has that id (yet:
+    app/conversations/statuses.py tries again)."""
     message = await message_by_platform_id(session, channel.id, str(status.get("id", "")))
     if message is None:
         return None
@@ -106,7 +114,7 @@ async def apply_status(
             return False
         message.status = new.value
         message.failed_at = at
-        message.error = error_text(status.get("errors"))
+        message.error = error
         await session.flush()
         await emit(session, platform_subject(channel), "message.failed", message_to_public(message))
         return True
@@ -124,28 +132,59 @@ async def apply_status(
 
 
 def _inbound_text(message: dict[str, Any]) -> tuple[str, str | None]:
-    """The message's type and its text (a caption or a button's title where it has one)."""
+    """The message's type and its text (a caption or a button's title where it has one), as
+    they can be stored: a type that is not one of the platform's words is `unsupported` (the
+    platform's own word for a type it cannot describe), NUL characters are dropped (the
+    sender chooses the text; PostgreSQL refuses them)."""
     kind = str(message.get("type", "text"))
+    text = None
     part = message.get(kind)
     if isinstance(part, dict):
-        for key in ("body", "caption", "text", "title"):
-            if isinstance(part.get(key), str):
-                return kind, part[key]
         reply = part.get("button_reply") or part.get("list_reply")
-        if isinstance(reply, dict) and isinstance(reply.get("title"), str):
-            return kind, reply["title"]
-    return kind, None
+        found = [part.get(key) for key in ("body", "caption", "text", "title")]
+        if isinstance(reply, dict):
+            found.append(reply.get("title"))
+        text = next((value for value in found if isinstance(value, str)), None)
+    if not MESSAGE_TYPE.fullmatch(kind):
+        logger.info("inbound message of an unknown type stored as unsupported", type=kind[:64])
+        kind = UNSUPPORTED
+    return kind, None if text is None else text.replace("\x00", "")
+
+
+def contact_name(profile_name: Any, phone: str) -> str:
+    """A WhatsApp profile name as a contact's name: control characters dropped, white space
+    trimmed, cut to the names' limit; the phone number when nothing is left of it."""
+    text = CONTROL_CHARACTERS.sub("", profile_name) if isinstance(profile_name, str) else ""
+    try:
+        return display_name(text.strip()[:MAX_NAME_LENGTH])
+    except ValueError:  # nothing but white space
+        return phone
+
+
+def usable_platform_id(value: Any) -> str | None:
+    """A platform id as stored (1 to 128 printable characters), or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_PLATFORM_ID:
+        return None
+    return None if CONTROL_CHARACTERS.search(value) else value
 
 
 async def receive_message(
     session: AsyncSession,
     channel: Channel,
     message: dict[str, Any],
-    profile_name: str | None,
+    profile_name: Any,
 ) -> Message | None:
-    """One `messages[]` entry; None when it was already stored (a redelivery)."""
-    platform_id = str(message.get("id", ""))
-    if not platform_id or await message_by_platform_id(session, channel.id, platform_id):
+    """One `messages[]` entry; None when it was already stored (a redelivery) or cannot be
+    (no usable id or sender number: logged)."""
+    platform_id = usable_platform_id(message.get("id"))
+    if platform_id is None:
+        logger.warning(
+            "inbound message without a usable id skipped", id=str(message.get("id"))[:64]
+        )
+        return None
+    if await message_by_platform_id(session, channel.id, platform_id):
         return None
     subject = platform_subject(channel)
     try:
@@ -156,7 +195,9 @@ async def receive_message(
     contact = await contact_by_phone(session, channel.organization_id, phone)
     if contact is None:
         contact = await contacts.create_contact(
-            session, subject, ContactCreate(phone_number=phone, name=profile_name or phone)
+            session,
+            subject,
+            ContactCreate(phone_number=phone, name=contact_name(profile_name, phone)),
         )
     created = await inbox.create_ticket(session, subject, TicketCreate(contact_id=UUID(contact.id)))
     ticket = await session.get(Ticket, created.ticket.id)

@@ -6,14 +6,11 @@ from datetime import datetime
 
 import structlog
 
-from app.conversations.inbound import (
-    STATUS_RETRY_ACTOR,
-    SignatureInvalid,
-    handle_signed,
-    retry_status,
-)
+from app.channels.models import Channel
+from app.conversations import statuses
+from app.conversations.inbound import SignatureInvalid, handle_signed
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
-from app.kit.jobs import Task, with_resources
+from app.kit.jobs import JobContext, Task, with_resources
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
@@ -21,16 +18,39 @@ logger = structlog.get_logger("switchboard.whatsapp.inbound")
 
 async def deliver_callback(resources: Resources, body: str, signature: str) -> datetime | None:
     """A simulator callback, through the handler the platform's POSTs reach (signature
-    checked the same way)."""
+    checked the same way); its traffic goes to test-mode channels only."""
     try:
-        await handle_signed(resources, body.encode(), signature)
+        await handle_signed(resources, body.encode(), signature, simulated=True)
     except SignatureInvalid:
         # Signed with an app secret that has since changed: it can never verify.
         logger.warning("simulated callback with a stale signature dropped")
     return None
 
 
+async def retry_statuses(job: JobContext) -> datetime | None:
+    """A channel's parked statuses tried again (app/conversations/statuses.py); settled in
+    the run's own transaction, under the lock parking takes."""
+    channel_id, *earlier = job.args
+    async with job.runtime.resources.session(writes=True) as session:
+        if earlier:
+            # A job of the one-per-status retries that came before: (status, attempt).
+            channel = await session.get(Channel, channel_id)
+            if channel is not None:
+                await statuses.apply_statuses(session, channel, [earlier[0]])
+            again = None
+        else:
+            again = await statuses.retry_parked(session, channel_id)
+        await job.settle(session, again)
+        await session.commit()
+    return again
+
+
 TASKS = (
     Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),
-    Task(STATUS_RETRY_ACTOR, CALLBACK_QUEUE, with_resources(retry_status)),
+    Task(
+        statuses.STATUS_RETRY_ACTOR,
+        statuses.STATUS_RETRY_QUEUE,
+        retry_statuses,
+        priority=statuses.STATUS_RETRY_PRIORITY,
+    ),
 )

@@ -76,16 +76,18 @@ def schedule(
     *args: Any,
     queue: str = DEFAULT_QUEUE,
     at: datetime | None = None,
+    job_id: str | None = None,
 ) -> str:
     """Record a job in the session's transaction; relayed to the broker after commit.
 
     `args` must be JSON values (ids and primitives). A job due later (`at` in the future) is
-    left to the sweep, which sends it when it falls due.
+    left to the sweep, which sends it when it falls due. A `job_id` of the caller's making
+    (a name derived from what the job is about) keeps that job one of a kind: the row's key.
     """
     now = utcnow()
     due = at is None or at <= now
     job = OutboxJob(
-        id=str(uuid.uuid4()),
+        id=job_id or str(uuid.uuid4()),
         actor=actor,
         queue=queue,
         args=list(args),

@@ -15,7 +15,7 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.auth.scopes import Scope
-from app.channels.service import LiveChannelForbidden
+from app.channels.service import LiveChannelForbidden, PlatformFailure
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import numbered_page
@@ -117,7 +117,7 @@ TEMPLATES = DomainMutations(
         Conflict,
         service.ChannelNotFound,
         service.AccessTokenUnavailable,
-        service.PlatformFailure,
+        PlatformFailure,
         LiveChannelForbidden,
     ),
     node=MessageTemplate,

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.subject import Subject
 from app.channels import service as channels
 from app.channels.models import Channel
+from app.channels.service import PlatformFailure
 from app.config import Settings
 from app.events.service import emit
 from app.integrations.whatsapp.errors import InvalidParameter, InvalidToken, WhatsAppError
@@ -41,7 +42,7 @@ from app.integrations.whatsapp.validator import (
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed
-from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.pagination import NumberedPage, PageParams
 from app.templates.models import MessageTemplate, TemplateStatus
 from app.templates.repository import (
@@ -93,17 +94,6 @@ class AccessTokenUnavailable(InvalidInput):
 
     def __init__(self) -> None:
         super().__init__("Could not obtain an access token for the channel", field="channel_id")
-
-
-class PlatformFailure(DomainError):
-    """The messaging platform failed or refused a call made for this request."""
-
-    code = "platform_error"
-    status = 502
-
-    def __init__(self, error: WhatsAppError) -> None:
-        super().__init__(f"The messaging platform answered: {error.describe()}")
-        self.error = error
 
 
 def status_from_platform(status: str, current: str | None = None) -> str:

@@ -4,7 +4,7 @@ would share its interpreter lock with the test's polling and slow every answer.
 
 `python -m tests.campaigns.graph_server TOKEN PORT` serves the fake on 127.0.0.1:PORT, plus
 `GET /_test/sends?after=N`: the sends recorded from the N-th on, as `[to, message id]` pairs
-in arrival order.
+in arrival order, and `POST /_test/phone-numbers` (`{"id": …}`): a number the token may read.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.routing import Mount, Route
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 
 SENDS_PATH = "/_test/sends"
+PHONE_NUMBERS_PATH = "/_test/phone-numbers"
 
 
 def recording_app(graph: FakeGraph) -> Starlette:
@@ -27,7 +28,17 @@ def recording_app(graph: FakeGraph) -> Starlette:
         after = int(request.query_params.get("after", "0"))
         return JSONResponse([[message["to"], message["id"]] for message in graph.messages[after:]])
 
-    return Starlette(routes=[Route(SENDS_PATH, sends), Mount("/", app=graph.app())])
+    async def add_phone_number(request: Request) -> Response:
+        graph.add_phone_number(str((await request.json())["id"]))
+        return Response(status_code=204)
+
+    return Starlette(
+        routes=[
+            Route(SENDS_PATH, sends),
+            Route(PHONE_NUMBERS_PATH, add_phone_number, methods=["POST"]),
+            Mount("/", app=graph.app()),
+        ]
+    )
 
 
 def main(token: str, port: int) -> None:

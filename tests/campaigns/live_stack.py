@@ -33,7 +33,7 @@ from app.contacts.models import Contact
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import CAMPAIGNS, campaign_body
-from tests.campaigns.graph_server import SENDS_PATH
+from tests.campaigns.graph_server import PHONE_NUMBERS_PATH, SENDS_PATH
 from tests.campaigns.test_campaign_live import TOKEN, approved_live_template
 from tests.conftest import Tenant
 from tests.templates.conftest import create_channel
@@ -82,6 +82,11 @@ class GraphProcess:
         response.raise_for_status()
         self.sent.extend(Send(str(to), str(message_id)) for to, message_id in response.json())
         return self.sent
+
+    def add_phone_number(self, phone_number_id: str) -> None:
+        """A number the fake's token may read (what a live channel is verified with)."""
+        response = self._client.post(PHONE_NUMBERS_PATH, json={"id": phone_number_id})
+        response.raise_for_status()
 
     def stop(self) -> None:
         self._client.close()
@@ -190,6 +195,7 @@ async def draft_live_campaign(
     live template, `count` contacts in area code `area`, and a draft campaign to all of them."""
     organization = await stack.tenants.organization("Resilient")
     live = await stack.tenants.key(organization, ["full_access"], livemode=True)
+    graph.add_phone_number(phone_number_id)
     channel = await create_channel(stack.client, live, phone_number_id=phone_number_id)
     # The channel's full budget: at the default 80 messages/s the sends alone would take 60 s.
     paced = await stack.client.put(

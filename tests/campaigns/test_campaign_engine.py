@@ -10,10 +10,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import redis
+from sqlalchemy import func, select
 
+from app.conversations.statuses import STATUS_RETRY_ACTOR, STATUS_RETRY_QUEUE, retry_job_id
+from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
+from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
@@ -83,3 +88,77 @@ async def test_scheduled_campaign_is_started_by_the_sweep_after_a_broker_flush(
 
     await eventually(completed, 20.0)
     assert utcnow() >= start
+
+
+async def test_a_status_storm_of_one_organization_is_one_low_priority_job(
+    engine: Engine,
+) -> None:
+    """Org A's platform posts 10,000 statuses about ids nobody holds while org B's campaign
+    runs: one retry job on the `status_retries` queue for org A's number, and org B's
+    campaign completes with every counter exact (its own statuses that overtook their sends
+    applied by its number's retry job, through the worker)."""
+    storm_tenant = await engine.tenants.organization("Storm")
+    storm_channel = await engine.client.post(
+        "/api/v1/channels",
+        json={
+            "display_phone_number": "+14155550142",
+            "phone_number_id": "storm-number",
+            "business_account_id": "storm-waba",
+            "access_token": "EAAGstorm",
+        },
+        headers=storm_tenant.headers,
+    )
+    assert storm_channel.status_code == 201
+    phones = ["+14155550100", "+14155550101", "+15005550009"]
+    tenant, body = await prepare(engine, phones)
+    created = await engine.client.post(CAMPAIGNS, json=body, headers=tenant.headers)
+    campaign_id = created.json()["id"]
+    storm = payloads.envelope(
+        "storm-waba",
+        "messages",
+        {
+            "messaging_product": "whatsapp",
+            "metadata": {"display_phone_number": "14155550142", "phone_number_id": "storm-number"},
+            "statuses": [{"id": f"unknown-{n}", "status": "read"} for n in range(10_000)],
+        },
+    )
+    raw = orjson.dumps(storm)
+    secret = engine.settings.whatsapp_app_secret_value()
+    posted = await engine.client.post(
+        "/webhooks/whatsapp",
+        content=raw,
+        headers={payloads.SIGNATURE_HEADER: payloads.sign(secret, raw)},
+    )
+    assert posted.status_code == 200
+    launched = await engine.client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=tenant.headers)
+    assert launched.json()["status"] == "sending"
+
+    async with engine.sessionmaker() as session:
+        storm_jobs = (
+            await session.execute(
+                select(OutboxJob.id, OutboxJob.queue).where(
+                    OutboxJob.actor == STATUS_RETRY_ACTOR,
+                    OutboxJob.id == retry_job_id(storm_channel.json()["id"]),
+                )
+            )
+        ).all()
+        retries = await session.scalar(
+            select(func.count()).select_from(OutboxJob).where(OutboxJob.actor == STATUS_RETRY_ACTOR)
+        )
+    assert [queue for _id, queue in storm_jobs] == [STATUS_RETRY_QUEUE]
+    assert (retries or 0) <= 2  # the storm's, and perhaps org B's number's
+
+    async def settled() -> bool:
+        found = (
+            await engine.client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)
+        ).json()
+        return [found["status"], *(found[name] for name in COUNTERS)] == [
+            "completed",
+            3,
+            2,
+            2,
+            2,
+            1,
+        ]
+
+    await eventually(settled, 20.0)

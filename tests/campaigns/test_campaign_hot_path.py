@@ -77,9 +77,12 @@ async def launch_live(
     tenants: TenantFactory,
     sessionmaker: async_sessionmaker[AsyncSession],
     phones: list[str],
+    graph: FakeGraph,
 ) -> tuple[Tenant, str]:
     live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(client, live, phone_number_id=f"live-{new_id()[:12]}")
+    channel = await create_channel(
+        client, live, phone_number_id=f"live-{new_id()[:12]}", platform=graph
+    )
     template = await approved_live_template(sessionmaker, acme, channel["id"])
     await add_contacts(sessionmaker, acme.organization_id, phones)
     created = await client.post(
@@ -142,7 +145,7 @@ async def test_live_dispatch_claims_and_settles_in_batches_at_the_channel_rate(
     count = 200
     phones = phones_for(201, count)
     since = len(graph.messages)
-    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones)
+    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones, graph)
     ledger_writes: list[str] = []
 
     def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
@@ -196,7 +199,7 @@ async def test_throughput_exceeded_holds_the_channel_and_sends_again_once(
 ) -> None:
     phones = phones_for(202, 20)
     since = len(graph.messages)
-    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones)
+    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones, graph)
     graph.fail_with("/messages", 400, 130429, "(#130429) Rate limit hit", times=3)
     await jobs.drain()
     settled = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=live.headers)).json()
@@ -222,7 +225,7 @@ async def test_pair_rate_limited_recipient_is_sent_later_once(
 ) -> None:
     phones = phones_for(203, 10)
     since = len(graph.messages)
-    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones)
+    live, campaign_id = await launch_live(client, acme, tenants, sessionmaker, phones, graph)
     before = len(graph.requests)
     graph.fail_with(
         "/messages",
@@ -264,7 +267,7 @@ async def test_pause_stops_sends_within_a_slice_and_resume_sends_the_rest_once(
     async with running_engine(committed_pg, tmp_path, graph_api_url=graph.base_url) as engine:
         tenant = await engine.tenants.organization()
         live, campaign_id = await launch_live(
-            engine.client, tenant, engine.tenants, engine.sessionmaker, phones
+            engine.client, tenant, engine.tenants, engine.sessionmaker, phones, graph
         )
         client = engine.client
 
@@ -394,7 +397,7 @@ async def test_counters_equal_the_ledger_after_concurrent_callbacks_and_settles(
     async def callback(message_id: str, status: str) -> None:
         async with gate, sessions() as session:
             entry = {"id": message_id, "status": status}
-            assert await service.apply_status(session, entry, "failed upstream")
+            assert await service.apply_status(session, channel.id, entry, "failed upstream")
             await session.commit()
 
     async def settle(first: int) -> None:

@@ -68,7 +68,9 @@ async def test_live_campaign_sends_each_recipient_once_through_the_graph_api(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(client, live, phone_number_id="live-106540352242922")
+    channel = await create_channel(
+        client, live, phone_number_id="live-106540352242922", platform=graph
+    )
     template = await approved_live_template(sessionmaker, acme, channel["id"])
     phones = ["+14155550100", "+14155550101", "+14155550102"]
     for n, phone in enumerate(phones):

@@ -88,9 +88,12 @@ def flushable(redis_url: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 async def stack(
-    database_url: str, redis_url: str, flushable: redis.Redis, tmp_path: Path
+    database_url: str, redis_url: str, flushable: redis.Redis, tmp_path: Path, graph: GraphProcess
 ) -> AsyncIterator[Engine]:
-    async with running_stack(database_url, redis_url, tmp_path) as engine:
+    # Live channels are verified with the platform the workers send to.
+    async with running_stack(
+        database_url, redis_url, tmp_path, graph_api_url=graph.base_url
+    ) as engine:
         yield engine
 
 

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
+from tests.integrations.whatsapp.fake_graph import FakeGraph
 
 TOKEN = "EAAGgraphql-secret-upstream-token-987"
 FIELDS = (
@@ -166,9 +167,10 @@ async def test_isolation(client: httpx.AsyncClient, acme: Tenant, globex: Tenant
 
 
 async def test_test_mode_credential_on_live_channel(
-    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory
+    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory, platform: FakeGraph
 ) -> None:
     live_key = await tenants.key(acme, ["full_access"], livemode=True)
+    platform.add_phone_number("106540352242922", token=TOKEN)
     live = await create(client, live_key)
     assert live["livemode"] is True
 

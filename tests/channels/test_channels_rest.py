@@ -13,6 +13,7 @@ from app.channels import service
 from app.channels.models import Channel
 from app.kit.crypto import DecryptionFailed
 from tests.conftest import TEST_SECRET, Tenant, TenantFactory
+from tests.integrations.whatsapp.fake_graph import FakeGraph
 
 BASE = "/api/v1/channels"
 TOKEN = "EAAGm0PX4ZCpsBAKZCsecret-upstream-token_123"
@@ -55,7 +56,9 @@ async def create(client: httpx.AsyncClient, tenant: Tenant, **fields: Any) -> di
 
 
 @pytest.fixture
-async def acme_live(tenants: TenantFactory, acme: Tenant) -> Tenant:
+async def acme_live(tenants: TenantFactory, acme: Tenant, platform: FakeGraph) -> Tenant:
+    """A live key of acme, whose account's token reads the default number."""
+    platform.add_phone_number(body()["phone_number_id"], token=TOKEN)
     return await tenants.key(acme, ["full_access"], livemode=True)
 
 
@@ -198,18 +201,24 @@ async def test_duplicate_phone_number_id_is_409(
     client: httpx.AsyncClient, acme: Tenant, globex: Tenant, acme_live: Tenant
 ) -> None:
     await create(client, acme)
-    for tenant in (acme, acme_live):  # one upstream number per organization, whatever the mode
-        response = await client.post(
-            BASE, json=body(display_phone_number="+14155550199"), headers=tenant.headers
-        )
-        assert response.status_code == 409
-        assert response.json() == {
-            "detail": "A channel with this phone_number_id already exists in the organization"
-        }
-    # Another organization may register the same upstream number.
-    await create(client, globex)
-    listed = (await client.get(BASE, headers=acme.headers)).json()
-    assert listed["total_count"] == 1
+    response = await client.post(
+        BASE, json=body(display_phone_number="+14155550199"), headers=acme.headers
+    )
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": "A channel with this phone_number_id already exists in the organization"
+    }
+    # The organization's own number in the other mode is fine: a test-mode channel never
+    # stands in a live one's way.
+    assert (await create(client, acme_live))["livemode"] is True
+    again = await client.post(BASE, json=body(), headers=acme_live.headers)
+    assert again.status_code == 409
+    # Another organization may not register it, in either mode.
+    taken = await client.post(BASE, json=body(), headers=globex.headers)
+    assert taken.status_code == 409
+    assert taken.json() == {"detail": "Phone number is already in use"}
+    listed = (await client.get(BASE, headers=acme_live.headers)).json()
+    assert listed["total_count"] == 2
 
 
 async def test_get_and_delete(client: httpx.AsyncClient, acme: Tenant) -> None:

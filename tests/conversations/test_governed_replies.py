@@ -87,7 +87,8 @@ async def live(tenants: TenantFactory, acme: Tenant) -> Tenant:
 
 
 @pytest.fixture
-async def channel(client: httpx.AsyncClient, live: Tenant) -> dict[str, Any]:
+async def channel(client: httpx.AsyncClient, live: Tenant, graph: FakeGraph) -> dict[str, Any]:
+    graph.add_phone_number(PHONE_ID)  # the token reads it: the channel is verified
     response = await client.post(
         "/api/v1/channels",
         json={

@@ -9,20 +9,25 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
-from app.conversations.inbound import STATUS_RETRY_ACTOR, STATUS_RETRY_DELAYS, retry_status
-from app.conversations.models import Message
+from app.conversations.models import Message, ParkedStatus
+from app.conversations.statuses import (
+    RETRY_INTERVAL,
+    STATUS_RETRY_ACTOR,
+    STATUS_RETRY_QUEUE,
+    retry_job_id,
+)
 from app.events.models import Event
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
-from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory
-from tests.conversations.conftest import APP_SECRET, VERIFY_TOKEN
+from tests.conversations.conftest import APP_SECRET, VERIFY_TOKEN, JobWorker
+from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import WABA, Jobs, create_channel, template_body
 
 HOOK = "/webhooks/whatsapp"
@@ -187,17 +192,25 @@ async def test_unknown_phone_number_id_is_acknowledged(
     assert response.status_code == 400
 
 
-async def test_other_tenants_channel_with_the_same_number_id_gets_its_own_copy(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    globex: Tenant,
-    channel: dict[str, Any],
+async def test_another_organizations_channel_for_the_number_is_refused(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant, channel: dict[str, Any]
 ) -> None:
-    await create_channel(client, globex, PHONE_ID)
-    assert (await post_signed(client, inbound("wamid.shared", "hi"))).status_code == 200
-    for tenant in (acme, globex):
+    taken = await client.post(
+        "/api/v1/channels",
+        json={
+            "display_phone_number": "+14155550142",
+            "phone_number_id": PHONE_ID,
+            "business_account_id": WABA,
+            "access_token": "EAAGother",
+        },
+        headers=globex.headers,
+    )
+    assert taken.status_code == 409
+    assert taken.json() == {"detail": "Phone number is already in use"}
+    assert (await post_signed(client, inbound("wamid.only", "hi"))).status_code == 200
+    for tenant, count in ((acme, 1), (globex, 0)):
         tickets = (await client.get("/api/v1/inbox/tickets", headers=tenant.headers)).json()
-        assert tickets["total_count"] == 1
+        assert tickets["total_count"] == count
 
 
 # --- template status and quality -----------------------------------------------------------
@@ -337,17 +350,10 @@ async def retry_jobs(sessionmaker: async_sessionmaker[AsyncSession]) -> list[Out
         return list(rows.all())
 
 
-async def run_retry_jobs(
-    sessionmaker: async_sessionmaker[AsyncSession], resources: Resources
-) -> int:
-    """Run the waiting status retries once each, as a worker would; how many ran."""
-    jobs = await retry_jobs(sessionmaker)
-    for job in jobs:
-        async with sessionmaker() as session:
-            await session.execute(delete(OutboxJob).where(OutboxJob.id == job.id))
-            await session.commit()
-        await retry_status(resources, *job.args)
-    return len(jobs)
+async def parked(sessionmaker: async_sessionmaker[AsyncSession]) -> list[str]:
+    async with sessionmaker() as session:
+        rows = await session.scalars(select(ParkedStatus.platform_message_id))
+        return sorted(rows)
 
 
 async def test_a_status_that_overtakes_its_send_is_applied_once_the_id_is_stored(
@@ -355,7 +361,7 @@ async def test_a_status_that_overtakes_its_send_is_applied_once_the_id_is_stored
     acme: Tenant,
     channel: dict[str, Any],
     sessionmaker: async_sessionmaker[AsyncSession],
-    jobs: Jobs,
+    worker: JobWorker,
 ) -> None:
     ticket_id = await open_conversation(client, acme)
     sent = await reply(client, acme, ticket_id, text="On its way!")
@@ -366,59 +372,69 @@ async def test_a_status_that_overtakes_its_send_is_applied_once_the_id_is_stored
     early = await post_signed(client, status("wamid.settling", "delivered", now))
     assert early.status_code == 200
     (waiting,) = await retry_jobs(sessionmaker)
-    assert waiting.available_at >= before + STATUS_RETRY_DELAYS[0]
-    assert waiting.args[0] == channel["id"]
-    assert waiting.args[2] == 1
+    assert (waiting.id, waiting.queue, waiting.args) == (
+        retry_job_id(channel["id"]),
+        STATUS_RETRY_QUEUE,
+        [channel["id"]],
+    )
+    assert waiting.available_at >= before + RETRY_INTERVAL
+    assert await parked(sessionmaker) == ["wamid.settling"]
     # The send settles: its id is stored (as a campaign's ledger or a reply's commit does).
     async with sessionmaker() as session:
         stored = await session.get(Message, message_id)
         assert stored is not None
         stored.platform_message_id = "wamid.settling"
         await session.commit()
-    assert await run_retry_jobs(sessionmaker, jobs.resources) == 1
+    await worker.run(waiting.id)
     (outbound,) = [
         m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
     ]
     assert outbound["status"] == "delivered"
     assert outbound["delivered_at"] is not None
-    assert await retry_jobs(sessionmaker) == []
+    assert await parked(sessionmaker) == []
+    assert await retry_jobs(sessionmaker) == []  # nothing left: the job finished
 
 
-async def test_a_status_about_an_unknown_message_is_tried_a_bounded_number_of_times(
+async def test_a_status_about_an_unknown_message_is_tried_until_its_window_ends(
     client: httpx.AsyncClient,
     channel: dict[str, Any],
     sessionmaker: async_sessionmaker[AsyncSession],
-    jobs: Jobs,
+    worker: JobWorker,
 ) -> None:
     unknown = await post_signed(client, status("wamid.never", "read", 1_700_000_000))
     assert unknown.status_code == 200
-    runs = 0
-    while await retry_jobs(sessionmaker):
-        runs += await run_retry_jobs(sessionmaker, jobs.resources)
-        assert runs <= len(STATUS_RETRY_DELAYS), "the retries never stop"
-    assert runs == len(STATUS_RETRY_DELAYS)
-    # A retry of a channel deleted meanwhile ends quietly.
-    await retry_status(jobs.resources, "00000000-0000-4000-8000-000000000000", {"id": "x"}, 1)
+    (job,) = await retry_jobs(sessionmaker)
+    await worker.run(job.id)
+    (again,) = await retry_jobs(sessionmaker)  # still unknown: the same job, run again later
+    assert again.id == job.id
+    assert again.available_at > utcnow()
+    assert await parked(sessionmaker) == ["wamid.never"]
+    async with sessionmaker() as session:  # the window ends
+        await session.execute(update(ParkedStatus).values(expires_at=utcnow()))
+        await session.commit()
+    await worker.run(job.id)
+    assert await parked(sessionmaker) == []
     assert await retry_jobs(sessionmaker) == []
 
 
-async def test_a_number_shared_by_two_organizations_retries_a_status_once(
+async def test_statuses_parked_while_the_job_waits_join_it(
     client: httpx.AsyncClient,
     acme: Tenant,
-    globex: Tenant,
     channel: dict[str, Any],
     sessionmaker: async_sessionmaker[AsyncSession],
+    worker: JobWorker,
 ) -> None:
-    await create_channel(client, globex, PHONE_ID)  # test mode: one number, two channels
-    ticket_id = await open_conversation(client, acme)
-    wamid = (await reply(client, acme, ticket_id, text="Hi")).json()["platform_message_id"]
     now = int(time.time())
-    # Held by acme's channel: applied there, nothing kept for later on globex's.
-    assert (await post_signed(client, status(wamid, "delivered", now))).status_code == 200
+    for n in range(3):
+        assert (await post_signed(client, status(f"wamid.wait{n}", "sent", now))).status_code == 200
+    assert [job.id for job in await retry_jobs(sessionmaker)] == [retry_job_id(channel["id"])]
+    assert len(await parked(sessionmaker)) == 3
+    # A job run that finds its channel deleted ends quietly (the parked statuses went too).
+    deleted = await client.delete(f"/api/v1/channels/{channel['id']}", headers=acme.headers)
+    assert deleted.status_code == 204
+    await worker.run(retry_job_id(channel["id"]))
     assert await retry_jobs(sessionmaker) == []
-    # Held by nobody yet: one retry for the number, not one per channel.
-    assert (await post_signed(client, status("wamid.later", "read", now))).status_code == 200
-    assert len(await retry_jobs(sessionmaker)) == 1
+    assert await parked(sessionmaker) == []
 
 
 async def test_24_hour_window(
@@ -511,9 +527,9 @@ async def test_simulator_invalid_number_fails_at_once(
 
 
 async def test_test_key_cannot_use_a_live_ticket_channel(
-    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory
+    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory, platform: FakeGraph
 ) -> None:
     live = await tenants.key(acme, ["full_access"], livemode=True)
-    await create_channel(client, live, PHONE_ID)
+    await create_channel(client, live, PHONE_ID, platform=platform)
     ticket_id = await open_conversation(client, acme)
     assert (await reply(client, acme, ticket_id, text="hi")).status_code == 403

@@ -18,10 +18,12 @@ from app.resources import Resources
 from app.templates.service import SUBMIT_ACTOR
 from app.templates.tasks import submit_template
 from tests.conftest import Tenant
+from tests.integrations.whatsapp.fake_graph import FakeGraph
 
 CHANNELS = "/api/v1/channels"
 TEMPLATES = "/api/v1/templates"
 WABA = "102290129340398"
+CHANNEL_TOKEN = "EAAGtest-token"
 VALID_BODY = {
     "type": "BODY",
     "text": "Hi {{1}}, your order {{2}} has shipped.",
@@ -44,15 +46,23 @@ def template_body(channel_id: str, **fields: Any) -> dict[str, Any]:
 
 
 async def create_channel(
-    client: httpx.AsyncClient, tenant: Tenant, phone_number_id: str = "106540352242922"
+    client: httpx.AsyncClient,
+    tenant: Tenant,
+    phone_number_id: str = "106540352242922",
+    *,
+    platform: FakeGraph | None = None,
 ) -> dict[str, Any]:
+    """A channel of `tenant`'s mode; for a live key, `platform` is the local Graph API the
+    number is verified with (registered there first, readable by the channel's token)."""
+    if platform is not None:
+        platform.add_phone_number(phone_number_id, token=CHANNEL_TOKEN)
     response = await client.post(
         CHANNELS,
         json={
             "display_phone_number": "+14155550142",
             "phone_number_id": phone_number_id,
             "business_account_id": WABA,
-            "access_token": "EAAGtest-token",
+            "access_token": CHANNEL_TOKEN,
         },
         headers=tenant.headers,
     )

@@ -14,6 +14,7 @@ from app.events.models import Event
 from app.kit.outbox_models import OutboxJob
 from app.templates.models import SimulatedTemplate
 from tests.conftest import Tenant, TenantFactory
+from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import (
     TEMPLATES,
     VALID_BODY,
@@ -42,6 +43,9 @@ FIELDS = {
 }
 CHANNEL_NOT_FOUND = {"detail": "Channel/phone number not found"}
 UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+
+# Globex registers a number of its own (a number belongs to one organization).
+GLOBEX_NUMBER = "106540352249999"
 
 
 async def create(
@@ -186,7 +190,7 @@ async def test_authentication_rules(
 async def test_unknown_or_foreign_channel_is_the_seeds_400(
     client: httpx.AsyncClient, acme: Tenant, globex: Tenant
 ) -> None:
-    foreign = await create_channel(client, globex)
+    foreign = await create_channel(client, globex, GLOBEX_NUMBER)
     for channel_id in (UNKNOWN_ID, foreign["id"]):
         response = await client.post(
             TEMPLATES, json=template_body(channel_id), headers=acme.headers
@@ -251,7 +255,7 @@ async def test_list_is_envelope_a_newest_first(
     names = [f"template_{index}" for index in range(3)]
     for name in names:
         await create(client, acme, channel["id"], name=name)
-    other = await create_channel(client, globex)
+    other = await create_channel(client, globex, GLOBEX_NUMBER)
     await create(client, globex, other["id"], name="globex_only")
     response = await client.get(TEMPLATES, params={"limit": 2}, headers=acme.headers)
     assert response.status_code == 200
@@ -412,7 +416,7 @@ async def test_library_catalog_spans_marketing_and_utility(
 async def test_library_without_an_access_token_is_400(
     client: httpx.AsyncClient, acme: Tenant, globex: Tenant
 ) -> None:
-    foreign = await create_channel(client, globex)
+    foreign = await create_channel(client, globex, GLOBEX_NUMBER)
     for channel_id in (UNKNOWN_ID, foreign["id"]):
         response = await client.get(
             f"{TEMPLATES}/library", params={"channel_id": channel_id}, headers=acme.headers
@@ -496,10 +500,10 @@ async def test_scope_is_full_access(
 
 
 async def test_test_key_cannot_touch_a_live_template(
-    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory
+    client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory, platform: FakeGraph
 ) -> None:
     live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(client, live, phone_number_id="999")
+    channel = await create_channel(client, live, phone_number_id="999", platform=platform)
     assert channel["livemode"] is True
     template = await create(client, live, channel["id"])
     response = await client.get(f"{TEMPLATES}/{template['id']}", headers=acme.headers)

@@ -86,11 +86,16 @@ def flushable(redis_url: str) -> Iterator[redis.Redis]:
 
 @asynccontextmanager
 async def running_stack(
-    database_url: str, redis_url: str, tmp_path: Path, *, broker_url: str | None = None
+    database_url: str,
+    redis_url: str,
+    tmp_path: Path,
+    *,
+    broker_url: str | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Engine]:
     """The REST app and the relay of this process on Redis (the relay on `broker_url` when
-    given); no worker runs in this process."""
-    settings = engine_settings(database_url, tmp_path, redis_url=redis_url)
+    given); no worker runs in this process. `overrides`: more settings of the app."""
+    settings = engine_settings(database_url, tmp_path, redis_url=redis_url, **overrides)
     database = create_engine(database_url, pool_size=2)
     sessionmaker = create_sessionmaker(database)
     broker, _runtime = install_job_engine(

@@ -29,9 +29,22 @@ def _configure(connection: Connection | None = None, url: str | None = None) -> 
 
 
 def _run_sync(connection: Connection) -> None:
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        # Batch mode rebuilds a SQLite table by dropping the old one, and with foreign keys on
+        # that drop first deletes its rows, cascading into every table that references it.
+        # Off for the run, on the driver's connection before any transaction begins (inside
+        # one SQLite ignores it); the references are checked before the run commits instead.
+        cursor = connection.connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=OFF")
+        cursor.close()
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()
+        if sqlite:
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"migrations left rows with dangling references: {broken[:5]}")
 
 
 async def _run_async(url: str) -> None:

@@ -20,6 +20,7 @@ import httpx
 import structlog
 
 from app.integrations.whatsapp.errors import (
+    InvalidParameter,
     PairRateLimited,
     PlatformUnavailable,
     ThroughputExceeded,
@@ -30,6 +31,7 @@ from app.integrations.whatsapp.types import (
     GRAPH_API_VERSION,
     CreatedTemplate,
     LibraryFilters,
+    PhoneNumber,
     PlatformTemplate,
     SentMessage,
     TemplateMessage,
@@ -222,6 +224,27 @@ class GraphApiClient:
         )
         data = body.get("data", [])
         return [item for item in data if isinstance(item, dict)]
+
+    # --- phone numbers -----------------------------------------------------------------
+
+    async def phone_number(self, phone_number_id: str) -> PhoneNumber:
+        """The phone number node, as this token sees it. The platform refuses a token that
+        may not read it (code 100, subcode 33: the object "does not exist, cannot be loaded
+        due to missing permissions"); an id of another kind of object answers without a
+        `display_phone_number`, which is refused here the same way."""
+        body = await self._request(
+            "GET",
+            f"{self.root}/{phone_number_id}",
+            params={"fields": "id,display_phone_number,verified_name"},
+        )
+        found = body if isinstance(body, dict) else {}
+        display, name = found.get("display_phone_number"), found.get("verified_name")
+        is_number = isinstance(display, str) and bool(display)
+        if str(found.get("id", "")) != phone_number_id or not is_number:
+            raise InvalidParameter(
+                f"Object with ID '{phone_number_id}' is not a phone number", code=100
+            )
+        return PhoneNumber(phone_number_id, str(display), name if isinstance(name, str) else None)
 
     # --- messages ----------------------------------------------------------------------
 

@@ -72,6 +72,15 @@ class SentMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class PhoneNumber:
+    """A business phone number as the platform shows it to a token that may read it."""
+
+    id: str
+    display_phone_number: str
+    verified_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TemplateMessage:
     name: str
     language: str

@@ -61,10 +61,20 @@ class Seen:
     json: Any
 
 
+@dataclass
+class PhoneNumberNode:
+    """A business phone number and the access token of the account that owns it."""
+
+    token: str
+    display_phone_number: str
+    verified_name: str
+
+
 class FakeGraph:
     def __init__(self, token: str, page_size: int = 2) -> None:
         self.token = token
         self.page_size = page_size
+        self.phone_numbers: dict[str, PhoneNumberNode] = {}
         self.templates: dict[str, list[dict[str, Any]]] = {}
         self.messages: list[dict[str, Any]] = []
         # time.monotonic() of each entry of `messages`, in the same order.
@@ -82,6 +92,34 @@ class FakeGraph:
 
     def fail_with(self, path: str, status: int, code: int, message: str, **options: Any) -> None:
         self.fail(path, status, error_body(code, message), **options)
+
+    def add_phone_number(
+        self,
+        phone_number_id: str,
+        display_phone_number: str = "+1 415-555-0142",
+        *,
+        token: str | None = None,
+        verified_name: str = "Acme Support",
+    ) -> None:
+        """A number of the business account whose access token is `token` (default: the
+        fake's own); only that token may read it."""
+        owner = token or self.token
+        self.phone_numbers[phone_number_id] = PhoneNumberNode(
+            owner, display_phone_number, verified_name
+        )
+
+    def reset(self) -> None:
+        """Forget everything a test scripted or caused."""
+        self.phone_numbers.clear()
+        self.templates.clear()
+        self.messages.clear()
+        self.message_times.clear()
+        self.faults.clear()
+        self.requests.clear()
+
+    def _known_token(self, authorization: str | None) -> bool:
+        tokens = {self.token, *(node.token for node in self.phone_numbers.values())}
+        return authorization in {f"Bearer {token}" for token in tokens}
 
     def seen(self, path_part: str) -> list[Seen]:
         return [seen for seen in self.requests if path_part in seen.path]
@@ -117,7 +155,7 @@ class FakeGraph:
                 if fault.body is None:
                     return Response("<html>Bad gateway</html>", fault.status, fault.headers)
                 return JSONResponse(fault.body, fault.status, fault.headers)
-            if request.headers.get("authorization") != f"Bearer {self.token}":
+            if not self._known_token(request.headers.get("authorization")):
                 return JSONResponse(
                     error_body(190, "Invalid OAuth access token - Cannot parse access token"), 401
                 )
@@ -134,6 +172,8 @@ class FakeGraph:
     def _route(self, request: Request, path: list[str], body: Any) -> Response:
         if path == ["message_template_library"] and request.method == "GET":
             return self._library(request)
+        if len(path) == 1 and request.method == "GET":
+            return self._phone_number(request, path[0])
         if len(path) == 2 and path[1] == "message_templates":
             waba = path[0]
             if request.method == "POST":
@@ -147,6 +187,32 @@ class FakeGraph:
         return JSONResponse(
             error_body(100, "Unsupported request - method type or path unknown", subcode=33), 400
         )
+
+    def _phone_number(self, request: Request, node_id: str) -> Response:
+        """`GET /{phone_number_id}?fields=…`: the node, for the token of its account only."""
+        node = self.phone_numbers.get(node_id)
+        if node is None or request.headers.get("authorization") != f"Bearer {node.token}":
+            return JSONResponse(
+                error_body(
+                    100,
+                    f"Unsupported get request. Object with ID '{node_id}' does not exist, "
+                    "cannot be loaded due to missing permissions, or does not support this "
+                    "operation. Please read the Graph API documentation at "
+                    "https://developers.facebook.com/docs/graph-api",
+                    subcode=33,
+                    error_type="GraphMethodException",
+                ),
+                400,
+            )
+        fields = request.query_params.get("fields", "id").split(",")
+        values = {
+            "id": node_id,
+            "display_phone_number": node.display_phone_number,
+            "verified_name": node.verified_name,
+            "quality_rating": "GREEN",
+            "code_verification_status": "VERIFIED",
+        }
+        return JSONResponse({key: values[key] for key in ["id", *fields] if key in values})
 
     def _create_template(self, waba: str, body: dict[str, Any]) -> Response:
         for key in ("name", "language", "category"):

@@ -281,3 +281,36 @@ async def test_non_json_error_body_still_maps(client: GraphApiClient, graph: Fak
     with pytest.raises(errors.PlatformUnavailable) as failure:
         await client.list_templates(WABA)
     assert failure.value.http_status == 502
+
+
+async def test_phone_number_reads_the_node_with_the_channels_token(
+    client: GraphApiClient, graph: FakeGraph
+) -> None:
+    graph.phone_numbers.clear()
+    graph.add_phone_number(PHONE_ID, "+1 415-555-0142", token=TOKEN, verified_name="Acme")
+    number = await client.phone_number(PHONE_ID)
+    assert (number.id, number.display_phone_number, number.verified_name) == (
+        PHONE_ID,
+        "+1 415-555-0142",
+        "Acme",
+    )
+    (seen,) = graph.seen(f"/v19.0/{PHONE_ID}")
+    assert seen.method == "GET"
+    assert seen.query == {"fields": "id,display_phone_number,verified_name"}
+    assert seen.headers["authorization"] == f"Bearer {TOKEN}"
+
+
+async def test_phone_number_of_another_account_is_refused(
+    client: GraphApiClient, graph: FakeGraph
+) -> None:
+    graph.phone_numbers.clear()
+    graph.add_phone_number(PHONE_ID, token="EAAGsomeone-else")
+    with pytest.raises(errors.InvalidParameter) as refused:
+        await client.phone_number(PHONE_ID)
+    assert (refused.value.code, refused.value.subcode) == (100, 33)
+    assert not refused.value.retryable
+    # A node that is not a phone number (no display_phone_number) is refused the same way.
+    graph.add_phone_number("777", token=TOKEN)
+    graph.phone_numbers["777"].display_phone_number = ""
+    with pytest.raises(errors.InvalidParameter):
+        await client.phone_number("777")
