@@ -4,6 +4,8 @@ handler the simulator reports through (app/calls/telephony.py `apply_status`).""
 
 from __future__ import annotations
 
+import math
+import re
 from urllib.parse import parse_qsl
 
 import structlog
@@ -15,7 +17,7 @@ from app.calls import telephony
 from app.config import Settings
 from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
 from app.integrations.telephony.twilio import greeting_twiml
-from app.kit.errors import DomainError
+from app.kit.errors import DomainError, InvalidInput
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.resources import Resources
 
@@ -49,37 +51,81 @@ async def _verified_form(request: Request, settings: Settings) -> list[tuple[str
     return params
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return None if value is None else max(0, int(value))
-    except ValueError:
+# Longest call the carrier places (Twilio: 24 hours); a duration past it is not a real call's.
+MAX_CALL_SECONDS = 24 * 3600
+# A price far past any call's, in USD.
+MAX_PRICE = 10_000.0
+# The carrier's call SIDs (`CA` + 32 hex digits for Twilio), with room for compatible
+# carriers: letters, digits, `_` and `-` only.
+CALL_SID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_URL_LENGTH = 2048
+_UNPRINTABLE = re.compile(r"[\x00-\x20\x7f]")
+
+
+def _duration(value: str | None) -> int | None:
+    if not value:
         return None
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_CALL_SECONDS:
+        raise InvalidInput(
+            f"CallDuration must be a whole number of seconds from 0 to {MAX_CALL_SECONDS}",
+            field="CallDuration",
+        )
+    return int(value)
 
 
 def _cost(value: str | None) -> float | None:
-    try:
-        return None if not value else abs(float(value))
-    except ValueError:
+    if not value:
         return None
+    try:
+        price = abs(float(value))
+    except ValueError:
+        price = math.inf
+    if not price <= MAX_PRICE:  # NaN too
+        raise InvalidInput(f"Price must be a number up to {MAX_PRICE:g}", field="Price")
+    return price
+
+
+def _call_sid(value: str) -> str:
+    if value and not CALL_SID.fullmatch(value):
+        raise InvalidInput("CallSid must be 1 to 64 letters, digits, '_' or '-'", field="CallSid")
+    return value
+
+
+def _recording_url(value: str | None) -> str | None:
+    if not value:
+        return None
+    if len(value) > MAX_URL_LENGTH or _UNPRINTABLE.search(value):
+        raise InvalidInput(
+            f"RecordingUrl must be a URL of at most {MAX_URL_LENGTH} characters",
+            field="RecordingUrl",
+        )
+    return value
+
+
+def status_update(call_log_id: str, form: dict[str, str]) -> telephony.StatusUpdate:
+    """A status callback's fields, checked: a value out of range is InvalidInput (400),
+    never a value the database refuses."""
+    return telephony.StatusUpdate(
+        call_log_id=call_log_id,
+        call_sid=_call_sid(form.get("CallSid", "")),
+        carrier_status=form.get("CallStatus", ""),
+        duration_seconds=_duration(form.get("CallDuration")),
+        recording_url=_recording_url(form.get("RecordingUrl")),
+        cost=_cost(form.get("Price") or form.get("CallPrice")),
+    )
 
 
 async def telephony_status(request: Request) -> Response:
     """A call's progress: 204 when taken (also when it changed nothing), 403 for a bad
-    signature, 404 for a call this account's carrier did not place."""
+    signature, 400 for a value out of range, 404 for a call this account's carrier did not
+    place."""
     resources: Resources = request.app.state.resources
     params = await _verified_form(request, resources.settings)
     if params is None:
         return json_response({"detail": "Invalid carrier signature"}, 403)
-    form = dict(params)
-    update = telephony.StatusUpdate(
-        call_log_id=request.query_params.get("call_log_id", ""),  # absent for inbound calls
-        call_sid=form.get("CallSid", ""),
-        carrier_status=form.get("CallStatus", ""),
-        duration_seconds=_int(form.get("CallDuration")),
-        recording_url=form.get("RecordingUrl") or None,
-        cost=_cost(form.get("Price") or form.get("CallPrice")),
-    )
     try:
+        # call_log_id is absent for inbound calls.
+        update = status_update(request.query_params.get("call_log_id", ""), dict(params))
         async with resources.session(writes=True) as session:
             await telephony.apply_status(session, update, livemode=True)
             await session.commit()
@@ -99,14 +145,14 @@ async def telephony_incoming(request: Request) -> Response:
     if params is None:
         return json_response({"detail": "Invalid carrier signature"}, 403)
     form = dict(params)
-    incoming = telephony.IncomingCall(
-        call_sid=form.get("CallSid", ""),
-        from_number=form.get("From", ""),
-        to_number=form.get("To", ""),
-    )
-    if not incoming.call_sid:
+    if not form.get("CallSid"):
         return json_response({"detail": "CallSid is required"}, 400)
     try:
+        incoming = telephony.IncomingCall(
+            call_sid=_call_sid(form["CallSid"]),
+            from_number=form.get("From", ""),
+            to_number=form.get("To", ""),
+        )
         async with resources.session(writes=True) as session:
             answered = await telephony.receive_call(session, incoming)
             await session.commit()

@@ -34,7 +34,7 @@ from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
-from app.graphql.resource import DomainMutations, list_field, node_field
+from app.graphql.resource import DomainMutations, Payload, list_field, node_field
 from app.integrations.telephony.base import END_STATUSES
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound, RequestValidationFailed
 from app.kit.jsonutil import dumps, loads
@@ -261,7 +261,7 @@ class AssignPhoneNumberInput:
 PHONE_NUMBERS = DomainMutations(
     "PhoneNumber",
     scope=Scope.AGENTS_WRITE,
-    errors=(InvalidInput, NotFound, Conflict),
+    errors=(InvalidInput, NotFound, Conflict, numbers.NumberNotVerified, numbers.CarrierFailure),
     node=PhoneNumber,
     as_node=as_phone_number,
 )
@@ -269,9 +269,23 @@ PHONE_NUMBERS = DomainMutations(
 
 @strawberry.type
 class Mutation:
-    assign_phone_number = PHONE_NUMBERS.create_field(
-        AssignPhoneNumberInput, PhoneNumberAssign, numbers.assign_phone_number
+    @PHONE_NUMBERS.mutation(
+        description="Route the number's incoming calls to the agent; a live key's number is "
+        "verified with the carrier first."
     )
+    async def assign_phone_number(
+        self, info: Info[Context, None], input: AssignPhoneNumberInput
+    ) -> Payload:
+        settings = info.context.resources.settings
+        return await PHONE_NUMBERS.save(
+            info,
+            PhoneNumberAssign,
+            input,
+            lambda session, subject, data: numbers.assign_phone_number(
+                session, subject, data, settings
+            ),
+        )
+
     unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
     dispatch_call = CALLS.create_field(
         DispatchCallInput,

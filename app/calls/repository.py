@@ -199,11 +199,13 @@ class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
 
 
 async def assignment_for_number(
-    session: AsyncSession, phone_number: str
+    session: AsyncSession, phone_number: str, *, livemode: bool
 ) -> AgentPhoneNumber | None:
-    """Who answers `phone_number`, whichever organization it is (the carrier's incoming-call
-    webhook knows only the number called)."""
-    statement = select(AgentPhoneNumber).where(AgentPhoneNumber.phone_number == phone_number)
+    """Who answers `phone_number` in that mode, whichever organization it is (the carrier's
+    incoming-call webhook knows only the number called)."""
+    statement = select(AgentPhoneNumber).where(
+        AgentPhoneNumber.phone_number == phone_number, AgentPhoneNumber.livemode == livemode
+    )
     return (await session.scalars(statement)).one_or_none()
 
 

@@ -45,7 +45,7 @@ async def dispatch_call(ctx: RequestContext) -> Response:
 async def assign_phone_number(ctx: RequestContext) -> Response:
     try:
         assignment = await numbers.assign_phone_number(
-            ctx.session, ctx.subject, ctx.body(PhoneNumberAssign)
+            ctx.session, ctx.subject, ctx.body(PhoneNumberAssign), ctx.resources.settings
         )
     except NotFound as exc:
         if exc.resource != "Agent":
@@ -109,12 +109,13 @@ OPERATIONS = (
         "/phone-numbers",
         assign_phone_number,
         Scope.AGENTS_WRITE,
-        "Assign a phone number to the agent that answers its incoming calls",
+        "Assign a phone number to the agent that answers its incoming calls (a live key's"
+        " number is verified with the carrier first)",
         _NUMBERS_TAG,
         status_code=201,
         request_model=PhoneNumberAssign,
         response_model=PhoneNumberResponse,
-        errors=(400, 404, 409, 422),
+        errors=(400, 404, 409, 422, 502),
         error_styles=((404, ErrorStyle.AGENT),),
     ),
     Operation(

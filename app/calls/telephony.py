@@ -135,13 +135,19 @@ async def apply_status(
     call's, so the real carrier's callbacks never touch a test-mode call and back."""
     status = CARRIER_STATUS_TO_CALL_STATUS.get(update_.carrier_status)
     if status is None:
-        raise InvalidInput(f"Unknown call status: {update_.carrier_status}", field="CallStatus")
+        raise InvalidInput(
+            f"Unknown call status: {update_.carrier_status[:64]}", field="CallStatus"
+        )
     if update_.call_log_id:
         call_log = await call_log_for_carrier(session, update_.call_log_id)
-    else:  # an inbound call: the number's callback names the carrier's SID only
+    else:
+        # The carrier's SID alone names an inbound call only: an outbound call's callbacks
+        # go to the URL it was placed with, which names its log.
         call_log = (
             await call_log_by_call_id(session, update_.call_sid) if update_.call_sid else None
         )
+        if call_log is not None and call_log.direction != "inbound":
+            call_log = None
     if call_log is None or call_log.livemode != livemode:
         raise NotFound("Call log")
     if is_placed(call_log) and call_log.call_id != update_.call_sid:
@@ -212,8 +218,8 @@ async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[C
     it with the agent's greeting; None when no active agent answers that number. The
     carrier may send the same call twice: the second time the first log is returned."""
     to_number = to_e164(incoming.to_number, "To")
-    assignment = await assignment_for_number(session, to_number)
-    if assignment is None or not assignment.livemode:
+    assignment = await assignment_for_number(session, to_number, livemode=True)
+    if assignment is None:
         return None
     agent = await AgentRepository(session, assignment.organization_id).get(assignment.agent_id)
     if agent is None or agent.status != ACTIVE:

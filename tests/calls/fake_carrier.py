@@ -45,6 +45,8 @@ def _error(status: int, code: int, message: str) -> JSONResponse:
 class FakeCarrier:
     requests: list[tuple[str, str, list[tuple[str, str]]]] = field(default_factory=list)
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The account's numbers (E.164), as IncomingPhoneNumbers lists them.
+    incoming_numbers: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _authorized(self, request: Request) -> bool:
@@ -104,6 +106,43 @@ class FakeCarrier:
         call = self.calls.get(request.path_params["sid"])
         return JSONResponse({"recordings": call["recordings"] if call else []})
 
+    async def list_incoming_numbers(self, request: Request) -> Response:
+        """IncomingPhoneNumbers.json: the account's numbers; `PhoneNumber` matches all or
+        part of a number, as Twilio's filter does."""
+        query = [(k, v) for k, v in request.query_params.multi_items()]
+        with self.lock:
+            self.requests.append(("GET", request.url.path, query))
+        if not self._authorized(request) or request.path_params["account"] != ACCOUNT_SID:
+            return _error(401, 20003, "Authenticate")
+        wanted = request.query_params.get("PhoneNumber", "")
+        page = [
+            {
+                "sid": f"PN{index:032x}",
+                "account_sid": ACCOUNT_SID,
+                "phone_number": number,
+                "friendly_name": number,
+                "capabilities": {"voice": True, "sms": True, "mms": False, "fax": False},
+                "voice_url": "https://switchboard.example.com/webhooks/telephony/incoming",
+                "status": "in-use",
+            }
+            for index, number in enumerate(self.incoming_numbers)
+            if wanted in number
+        ]
+        uri = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return JSONResponse(
+            {
+                "incoming_phone_numbers": page,
+                "end": max(len(page) - 1, 0),
+                "first_page_uri": uri,
+                "next_page_uri": None,
+                "page": 0,
+                "page_size": 50,
+                "previous_page_uri": None,
+                "start": 0,
+                "uri": uri,
+            }
+        )
+
     def finish(self, sid: str, *, duration: int, price: str, recording_sid: str) -> None:
         """What the carrier knows once the call ended."""
         with self.lock:
@@ -120,6 +159,11 @@ class FakeCarrier:
                 Route(
                     f"{prefix}/Calls/{{sid}}/Recordings.json",
                     self.list_recordings,
+                    methods=["GET"],
+                ),
+                Route(
+                    f"{prefix}/IncomingPhoneNumbers.json",
+                    self.list_incoming_numbers,
                     methods=["GET"],
                 ),
             ]

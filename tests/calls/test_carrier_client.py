@@ -149,3 +149,27 @@ async def test_simulator_outcomes(number: str, outcome: str) -> None:
     placed = await SimulatedCarrier().create_call(PLACEMENT)
     assert placed.sid.startswith("CA")
     assert len(placed.sid) == 34
+
+
+async def test_owns_number_asks_the_accounts_incoming_numbers(
+    fake: RunningCarrier, client: TwilioCarrier
+) -> None:
+    fake.carrier.incoming_numbers[:] = ["+14155550177", "+141555501770"]
+    fake.carrier.requests.clear()
+    assert await client.owns_number("+14155550177")
+    (request,) = fake.carrier.requests
+    assert request == (
+        "GET",
+        f"/2010-04-01/Accounts/{ACCOUNT_SID}/IncomingPhoneNumbers.json",
+        [("PhoneNumber", "+14155550177")],
+    )
+    # The filter also matches parts of numbers: only an exact entry counts.
+    assert not await client.owns_number("+1415555017")
+    assert not await client.owns_number("+14155550199")
+    wrong = TwilioCarrier(fake.url, ACCOUNT_SID, "wrong-token", timeout=5)
+    try:
+        with pytest.raises(CarrierError) as refused:
+            await wrong.owns_number("+14155550177")
+    finally:
+        await wrong.aclose()
+    assert refused.value.status == 401

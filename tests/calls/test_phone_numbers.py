@@ -3,6 +3,7 @@ webhook that logs inbound calls for the assigned agent (signed like every carrie
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,13 @@ import pytest
 
 from app.calls.telephony import INCOMING_PATH, STATUS_PATH
 from app.config import Settings
-from tests.calls.fake_carrier import ACCOUNT_SID, AUTH_TOKEN, signed_status
+from tests.calls.fake_carrier import (
+    ACCOUNT_SID,
+    AUTH_TOKEN,
+    FakeCarrier,
+    RunningCarrier,
+    signed_status,
+)
 from tests.conftest import Tenant, TenantFactory, graphql, make_settings
 
 NUMBERS = "/api/v1/phone-numbers"
@@ -25,11 +32,29 @@ mutation($input: AssignPhoneNumberInput!) {
 }"""
 
 
+@pytest.fixture(scope="module")
+def running_carrier() -> Iterator[RunningCarrier]:
+    with RunningCarrier() as running:
+        yield running
+
+
 @pytest.fixture
-def settings(database_url: str, tmp_path: Path) -> Settings:
+def carrier(running_carrier: RunningCarrier) -> FakeCarrier:
+    """The carrier account, as new, owning the numbers the tests assign with live keys."""
+    fake = running_carrier.carrier
+    fake.requests.clear()
+    fake.incoming_numbers[:] = ["+14155550120", "+14155550177"]
+    return fake
+
+
+@pytest.fixture
+def settings(
+    database_url: str, tmp_path: Path, running_carrier: RunningCarrier, carrier: FakeCarrier
+) -> Settings:
     return make_settings(
         database_url,
         tmp_path,
+        telephony_api_url=running_carrier.url,
         telephony_account_sid=ACCOUNT_SID,
         telephony_auth_token=AUTH_TOKEN,
         telephony_public_url=PUBLIC_URL,
@@ -198,3 +223,91 @@ async def test_incoming_calls_refused(
     )
     assert forged.status_code == 403
     assert await inbound_logs(client, acme) == []
+
+
+# --- a number belongs to one organization; live assignments are verified -------------------
+
+
+async def test_a_test_key_never_blocks_a_live_assignment(
+    client: httpx.AsyncClient, acme: Tenant, globex: Tenant, tenants: TenantFactory
+) -> None:
+    """The reproduction: org B's test key claims +14155550177; org A's live key then assigns
+    it, and the carrier's calls to it reach org A's agent."""
+    squatter = await create_agent(client, globex, welcome="Globex here")
+    assert (await assign(client, globex, squatter, "+14155550177")).status_code == 201
+    live = await tenants.key(acme, ["full_access"], livemode=True)
+    agent_id = await create_agent(client, live, welcome="Acme here")
+    owned = await assign(client, live, agent_id, "+14155550177")
+    assert owned.status_code == 201, owned.text
+    assert owned.json()["livemode"] is True
+    answer = await carrier_post(client, INCOMING_PATH, incoming("CA" + "d" * 32, "+14155550177"))
+    assert answer.text == "<Response><Say>Acme here</Say></Response>"
+    [log] = await inbound_logs(client, live)
+    assert log["agent_id"] == agent_id
+    assert await inbound_logs(client, globex) == []
+    # Held live by acme now: another organization's test key is refused too.
+    third = await tenants.organization("Initech")
+    theirs = await create_agent(client, third)
+    taken = await assign(client, third, theirs, "+14155550177")
+    assert taken.status_code == 409
+    assert taken.json() == {"detail": "Phone number is already in use"}
+
+
+async def test_live_assignments_are_verified_with_the_carrier(
+    client: httpx.AsyncClient, globex: Tenant, tenants: TenantFactory, carrier: FakeCarrier
+) -> None:
+    live = await tenants.key(globex, ["full_access"], livemode=True)
+    agent_id = await create_agent(client, live)
+    # A number the carrier account does not have: 400, nothing assigned.
+    squat = await assign(client, live, agent_id, "+14155550188")
+    assert squat.status_code == 400
+    assert squat.json() == {
+        "detail": "+14155550188 is not one of the voice carrier account's numbers"
+    }
+    assert carrier.requests[-1] == (
+        "GET",
+        f"/2010-04-01/Accounts/{ACCOUNT_SID}/IncomingPhoneNumbers.json",
+        [("PhoneNumber", "+14155550188")],
+    )
+    assert (await client.get(NUMBERS, headers=live.headers)).json()["data"] == []
+    answer = await carrier_post(client, INCOMING_PATH, incoming("CA" + "e" * 32, "+14155550188"))
+    assert "not in service" in answer.text
+    # One the account has: verified and assigned; moving it to another agent asks no more.
+    assert (await assign(client, live, agent_id, "+14155550120")).status_code == 201
+    asked = len(carrier.requests)
+    other = await create_agent(client, live)
+    assert (await assign(client, live, other, "+14155550120")).status_code == 201
+    assert len(carrier.requests) == asked
+    # Test keys are never verified.
+    assert (
+        await assign(client, globex, await create_agent(client, globex), "+14155550188")
+    ).is_success
+    assert len(carrier.requests) == asked
+
+
+async def test_verification_needs_a_carrier_that_answers(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    tenants: TenantFactory,
+    settings: Settings,
+) -> None:
+    live = await tenants.key(acme, ["full_access"], livemode=True)
+    agent_id = await create_agent(client, live)
+    settings.telephony_api_url = "http://127.0.0.1:9"  # nothing listens there
+    unreachable = await assign(client, live, agent_id, "+14155550177")
+    assert unreachable.status_code == 502
+    assert unreachable.json()["detail"].startswith("The voice carrier could not verify")
+    settings.telephony_account_sid = None
+    unconfigured = await assign(client, live, agent_id, "+14155550177")
+    assert unconfigured.status_code == 400
+    assert unconfigured.json() == {
+        "detail": "No voice carrier is configured, so a live number cannot be verified"
+    }
+    body = await graphql(
+        client,
+        ASSIGN,
+        {"input": {"agentId": agent_id, "phoneNumber": "+14155550177"}},
+        live.headers,
+    )
+    (error,) = body["data"]["assignPhoneNumber"]["errors"]
+    assert (error["code"], error["field"]) == ("phone_number_not_verified", "phoneNumber")

@@ -1,4 +1,5 @@
-"""The real carrier: a client of a Twilio-compatible REST API (2010-04-01 Calls resource).
+"""The real carrier: a client of a Twilio-compatible REST API (2010-04-01 Calls and
+IncomingPhoneNumbers resources).
 
 Requests are form-encoded with HTTP basic auth (account SID, auth token); answers are JSON,
 errors `{code, message, more_info, status}`. The carrier reports each call's progress to the
@@ -78,6 +79,18 @@ class TwilioCarrier:
             duration_seconds=_int_or_none(body.get("duration")),
             cost=_cost(body.get("price")),
             recording_url=self._recording_url(recordings),
+        )
+
+    async def owns_number(self, phone_number: str) -> bool:
+        """Whether `phone_number` (E.164) is one of the account's incoming numbers. The
+        listing's `PhoneNumber` filter also matches parts of numbers: only an exact entry
+        counts."""
+        body = await self._request(
+            "GET", "IncomingPhoneNumbers.json", params={"PhoneNumber": phone_number}
+        )
+        listed = body.get("incoming_phone_numbers")
+        return isinstance(listed, list) and any(
+            isinstance(item, dict) and item.get("phone_number") == phone_number for item in listed
         )
 
     def _recording_url(self, listing: dict[str, Any]) -> str | None:
