@@ -20,8 +20,9 @@ MAX_PARAMETERS = 20
 # Bounds the offset a page number makes to what every database's integers hold.
 MAX_PAGE = 2**31 - 1
 
-# A positional variable number (1, 2…), in ASCII digits.
-POSITION = re.compile(r"^[0-9]*[1-9][0-9]*$")
+# A positional variable number (1, 2…) as the template writes it: ASCII digits, no leading
+# zero ("01" would never fill {{1}}).
+POSITION = re.compile(r"^[1-9][0-9]*$")
 # A reference to a contact field inside a parameter value.
 CONTACT_REFERENCE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _FIELD = re.compile(r"^contact\.(name|phone_number|custom_fields\.[A-Za-z0-9_\-]{1,100})$")
@@ -33,7 +34,8 @@ def _check_parameters(value: dict[str, str] | None) -> dict[str, str] | None:
     for key, text in value.items():
         if not POSITION.fullmatch(key):
             raise ValueError(
-                f"parameter names are positional variable numbers (1, 2…), not {key!r}"
+                "parameter names are positional variable numbers as the template writes them"
+                f" (1, 2…, no leading zero), not {key!r}"
             )
         for reference in CONTACT_REFERENCE.findall(text):
             if not _FIELD.match(reference):

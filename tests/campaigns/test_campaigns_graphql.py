@@ -157,6 +157,25 @@ async def test_bad_input_and_other_tenants(
     assert refused["errors"] == [{"code": "not_found", "message": "Campaign not found"}]
 
 
+async def test_template_parameters_keys_are_the_templates_own_numbers(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    channel: dict[str, Any],
+    template: dict[str, Any],
+) -> None:
+    result = await graphql(
+        client,
+        CREATE,
+        {"input": create_input(channel, template, templateParameters={"01": "A-1"})},
+        acme.headers,
+    )
+    payload = result["data"]["createCampaign"]
+    assert payload["campaign"] is None
+    (error,) = payload["errors"]
+    assert (error["code"], error["field"]) == ("value_error", "templateParameters")
+    assert "no leading zero" in error["message"]
+
+
 async def test_scope(client: httpx.AsyncClient, acme: Tenant, tenants: TenantFactory) -> None:
     narrow = await tenants.key(acme, ["agents:read"])
     result = await graphql(client, "{ campaigns { total } }", headers=narrow.headers)

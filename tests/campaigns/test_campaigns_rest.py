@@ -387,3 +387,42 @@ async def test_scheduled_at_without_offset_is_utc_and_a_deleted_manual_contact_i
         "scheduled",
         1,
     )
+
+
+@pytest.mark.parametrize("key", ["01", "001", "0", "+1", "1 ", "\uff11"])
+async def test_template_parameters_take_the_templates_own_variable_numbers(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    channel: dict[str, Any],
+    template: dict[str, Any],
+    key: str,
+) -> None:
+    """`"01"` never fills `{{1}}` (every recipient would fail): refused at create and update."""
+    message = (
+        "Value error, parameter names are positional variable numbers as the template writes"
+        f" them (1, 2…, no leading zero), not {key!r}"
+    )
+    refused = await client.post(
+        CAMPAIGNS,
+        json=campaign_body(channel, template, template_parameters={key: "{{contact.name}}"}),
+        headers=acme.headers,
+    )
+    assert refused.status_code == 422
+    assert refused.json() == {
+        "detail": [{"loc": ["body", "template_parameters"], "msg": message, "type": "value_error"}]
+    }
+    draft = await create(client, acme, campaign_body(channel, template))
+    updated = await client.put(
+        f"{CAMPAIGNS}/{draft['id']}",
+        json={"template_parameters": {key: "A-1"}},
+        headers=acme.headers,
+    )
+    assert updated.status_code == 422
+    assert updated.json()["detail"][0]["loc"] == ["body", "template_parameters"]
+    fine = await client.put(
+        f"{CAMPAIGNS}/{draft['id']}",
+        json={"template_parameters": {"1": "A-1", "10": "x"}},
+        headers=acme.headers,
+    )
+    assert fine.status_code == 200
+    assert fine.json()["template_parameters"] == {"1": "A-1", "10": "x"}
