@@ -107,16 +107,7 @@ async def outbox_state(settings: Settings) -> dict[str, Any]:
 
 def storm_body(count: int, round_: int) -> bytes:
     statuses = [{"id": f"storm-{round_}-{n}", "status": "read"} for n in range(count)]
-    payload = payloads.envelope(
-        WABA,
-        "messages",
-        {
-            "messaging_product": "whatsapp",
-            "metadata": {"display_phone_number": "14155550100", "phone_number_id": NUMBER_A},
-            "statuses": statuses,
-        },
-    )
-    return orjson.dumps(payload)
+    return orjson.dumps(payloads.messages_change(WABA, NUMBER_A, "+14155550100", statuses=statuses))
 
 
 class Bench:

@@ -456,13 +456,9 @@ async def known_message_ids(
     session: AsyncSession, channel_id: str, platform_message_ids: Sequence[str]
 ) -> set[str]:
     """Which of these platform message ids name recipients of the channel's campaigns."""
-    found: set[str] = set()
-    for chunk in lists.chunks(session, platform_message_ids):
-        rows = await session.scalars(
-            select(CampaignRecipient.platform_message_id).where(
-                lists.one_of(session, CampaignRecipient.platform_message_id, chunk),
-                _sent_through(channel_id),
-            )
-        )
-        found.update(value for value in rows if value is not None)
-    return found
+    return await lists.present(
+        session,
+        CampaignRecipient.platform_message_id,
+        platform_message_ids,
+        _sent_through(channel_id),
+    )

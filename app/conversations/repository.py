@@ -20,16 +20,9 @@ async def known_message_ids(
     session: AsyncSession, channel_id: str, platform_message_ids: Sequence[str]
 ) -> set[str]:
     """Which of these platform message ids name messages of the channel."""
-    found: set[str] = set()
-    for chunk in lists.chunks(session, platform_message_ids):
-        rows = await session.scalars(
-            select(Message.platform_message_id).where(
-                Message.channel_id == channel_id,
-                lists.one_of(session, Message.platform_message_id, chunk),
-            )
-        )
-        found.update(value for value in rows if value is not None)
-    return found
+    return await lists.present(
+        session, Message.platform_message_id, platform_message_ids, Message.channel_id == channel_id
+    )
 
 
 async def message_by_platform_id(

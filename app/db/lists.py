@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, any_, literal
+from sqlalchemy import ColumnElement, any_, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,3 +33,16 @@ def one_of(session: AsyncSession, column: Any, values: Sequence[Any]) -> ColumnE
     if _is_postgresql(session):
         return column == any_(literal(list(values), ARRAY(column.type)))  # type: ignore[no-any-return]
     return column.in_(list(values))  # type: ignore[no-any-return]
+
+
+async def present(
+    session: AsyncSession, column: Any, values: Sequence[Any], *conditions: Any
+) -> set[Any]:
+    """Which of `values` some row (meeting `conditions`) has in `column`."""
+    found: set[Any] = set()
+    for chunk in chunks(session, values):
+        rows = await session.scalars(
+            select(column).where(one_of(session, column, chunk), *conditions)
+        )
+        found.update(value for value in rows if value is not None)
+    return found

@@ -113,14 +113,11 @@ async def test_a_status_storm_of_one_organization_is_one_low_priority_job(
     tenant, body = await prepare(engine, phones)
     created = await engine.client.post(CAMPAIGNS, json=body, headers=tenant.headers)
     campaign_id = created.json()["id"]
-    storm = payloads.envelope(
+    storm = payloads.messages_change(
         "storm-waba",
-        "messages",
-        {
-            "messaging_product": "whatsapp",
-            "metadata": {"display_phone_number": "14155550142", "phone_number_id": "storm-number"},
-            "statuses": [{"id": f"unknown-{n}", "status": "read"} for n in range(10_000)],
-        },
+        "storm-number",
+        "+14155550142",
+        statuses=[{"id": f"unknown-{n}", "status": "read"} for n in range(10_000)],
     )
     raw = orjson.dumps(storm)
     secret = engine.settings.whatsapp_app_secret_value()

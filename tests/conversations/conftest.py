@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -17,13 +18,14 @@ from app.db.runner import SessionRunner, StatementRunner
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
-from tests.conftest import make_settings
+from tests.conftest import Tenant, make_settings
 from tests.integrations.whatsapp.fake_graph import FakeGraph
-from tests.templates.conftest import Jobs
+from tests.templates.conftest import Jobs, create_channel
 from workers.jobs import collect_tasks
 from workers.runtime import run_job
 
 APP_SECRET = "meta-app-secret-for-tests"
+PHONE_ID = "106540352242922"
 VERIFY_TOKEN = "verify-me-please"
 T = TypeVar("T")
 
@@ -42,6 +44,12 @@ def settings(database_url: str, tmp_path: Path, platform: FakeGraph) -> Settings
 @pytest.fixture
 def jobs(resources: Resources, sessionmaker: async_sessionmaker[AsyncSession]) -> Jobs:
     return Jobs(resources, sessionmaker)
+
+
+@pytest.fixture
+async def channel(client: httpx.AsyncClient, acme: Tenant) -> dict[str, Any]:
+    """Acme's test-mode channel for the number the webhooks of these tests name."""
+    return await create_channel(client, acme, PHONE_ID)
 
 
 class JobWorker:

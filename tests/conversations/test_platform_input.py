@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
 from app.conversations.models import Message
+from app.integrations.whatsapp import payloads
 from tests.conftest import Tenant
 from tests.conversations.test_whatsapp_webhooks import (
     PHONE_ID,
@@ -20,7 +21,7 @@ from tests.conversations.test_whatsapp_webhooks import (
     post_signed,
     reply,
 )
-from tests.templates.conftest import WABA, create_channel
+from tests.templates.conftest import WABA
 
 INNOCENT = "+14155550101"
 OTHER = "+14155550102"
@@ -39,31 +40,12 @@ def message(message_id: str, sender: str, text: str = "hello", **fields: Any) ->
 
 def batch(messages: list[dict[str, Any]], names: dict[str, Any]) -> dict[str, Any]:
     """One `messages` change carrying several messages, as the platform batches them."""
-    return {
-        "object": "whatsapp_business_account",
-        "entry": [
-            {
-                "id": WABA,
-                "changes": [
-                    {
-                        "field": "messages",
-                        "value": {
-                            "messaging_product": "whatsapp",
-                            "metadata": {
-                                "display_phone_number": "14155550142",
-                                "phone_number_id": PHONE_ID,
-                            },
-                            "contacts": [
-                                {"profile": {"name": name}, "wa_id": wa_id.lstrip("+")}
-                                for wa_id, name in names.items()
-                            ],
-                            "messages": messages,
-                        },
-                    }
-                ],
-            }
-        ],
-    }
+    contacts = [
+        {"profile": {"name": name}, "wa_id": wa_id.lstrip("+")} for wa_id, name in names.items()
+    ]
+    return payloads.messages_change(
+        WABA, PHONE_ID, "+14155550142", contacts=contacts, messages=messages
+    )
 
 
 async def stored(sessionmaker: async_sessionmaker[AsyncSession]) -> dict[str, tuple[str, Any]]:
@@ -78,11 +60,6 @@ async def contact_names(sessionmaker: async_sessionmaker[AsyncSession]) -> dict[
     async with sessionmaker() as session:
         rows = await session.execute(select(Contact.phone_number, Contact.name))
         return dict(rows.all())  # type: ignore[arg-type]
-
-
-@pytest.fixture
-async def channel(client: httpx.AsyncClient, acme: Tenant) -> dict[str, Any]:
-    return await create_channel(client, acme, PHONE_ID)
 
 
 # Each fault the issue reproduced, beside an innocent message of the same batch.
@@ -171,10 +148,7 @@ async def test_a_status_that_cannot_be_stored_as_sent_is_stored_as_it_can(
         {"id": "w" * 300, "status": "read", "timestamp": "1700000000"},
         {"id": second, "status": "read", "timestamp": "1700000000"},
     ]
-    body = batch([], {})
-    value = body["entry"][0]["changes"][0]["value"]
-    del value["messages"], value["contacts"]
-    value["statuses"] = entries
+    body = payloads.messages_change(WABA, PHONE_ID, "+14155550142", statuses=entries)
     assert (await post_signed(client, body)).status_code == 200
     async with sessionmaker() as session:
         rows = await session.execute(

@@ -7,25 +7,26 @@ import time
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.conversations.models import Message, ParkedStatus
+from app.conversations.models import ParkedStatus
 from app.conversations.statuses import (
     MAX_PARKED_PER_CHANNEL,
     STATUS_RETRY_QUEUE,
     retry_job_id,
 )
+from app.integrations.whatsapp import payloads
 from app.kit.outbox_models import OutboxJob
 from tests.conftest import Tenant
 from tests.conversations.conftest import JobWorker
 from tests.conversations.test_whatsapp_webhooks import (
     PHONE_ID,
-    messages_of,
     open_conversation,
     post_signed,
     reply,
+    settle_as,
+    the_outbound,
 )
 from tests.templates.conftest import WABA, create_channel
 
@@ -33,27 +34,7 @@ STORM = 10_000
 
 
 def statuses_body(entries: list[dict[str, Any]], phone_number_id: str = PHONE_ID) -> dict[str, Any]:
-    return {
-        "object": "whatsapp_business_account",
-        "entry": [
-            {
-                "id": WABA,
-                "changes": [
-                    {
-                        "field": "messages",
-                        "value": {
-                            "messaging_product": "whatsapp",
-                            "metadata": {
-                                "display_phone_number": "14155550142",
-                                "phone_number_id": phone_number_id,
-                            },
-                            "statuses": entries,
-                        },
-                    }
-                ],
-            }
-        ],
-    }
+    return payloads.messages_change(WABA, phone_number_id, "+14155550142", statuses=entries)
 
 
 def storm(count: int, prefix: str = "u") -> list[dict[str, Any]]:
@@ -71,11 +52,6 @@ async def jobs_by_queue(sessionmaker: async_sessionmaker[AsyncSession]) -> dict[
 async def parked_count(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
     async with sessionmaker() as session:
         return int(await session.scalar(select(func.count()).select_from(ParkedStatus)) or 0)
-
-
-@pytest.fixture
-async def channel(client: httpx.AsyncClient, acme: Tenant) -> dict[str, Any]:
-    return await create_channel(client, acme, PHONE_ID)
 
 
 async def test_a_storm_of_unknown_statuses_is_one_bounded_job_that_still_applies_late_ones(
@@ -107,16 +83,9 @@ async def test_a_storm_of_unknown_statuses_is_one_bounded_job_that_still_applies
     assert await parked_count(sessionmaker) == MAX_PARKED_PER_CHANNEL
 
     # The reply's send settles as "wamid.late": the retry applies the status it missed.
-    async with sessionmaker() as session:
-        message = await session.get(Message, sent["id"])
-        assert message is not None
-        message.platform_message_id = "wamid.late"
-        await session.commit()
+    await settle_as(sessionmaker, sent["id"], "wamid.late")
     await worker.run(job.id)
-    (outbound,) = [
-        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
-    ]
-    assert outbound["status"] == "delivered"
+    assert (await the_outbound(client, acme, ticket_id))["status"] == "delivered"
     assert await parked_count(sessionmaker) == MAX_PARKED_PER_CHANNEL - 1
     assert (await jobs_by_queue(sessionmaker)).get(STATUS_RETRY_QUEUE) == 1  # run again later
 

@@ -26,12 +26,11 @@ from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.conftest import Tenant, TenantFactory
-from tests.conversations.conftest import APP_SECRET, VERIFY_TOKEN, JobWorker
+from tests.conversations.conftest import APP_SECRET, PHONE_ID, VERIFY_TOKEN, JobWorker
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import WABA, Jobs, create_channel, template_body
 
 HOOK = "/webhooks/whatsapp"
-PHONE_ID = "106540352242922"
 CUSTOMER = "+14155550100"
 
 
@@ -71,11 +70,6 @@ async def event_types(sessionmaker: async_sessionmaker[AsyncSession]) -> list[st
     async with sessionmaker() as session:
         rows = await session.scalars(select(Event.type).order_by(Event.created_at))
         return list(rows)
-
-
-@pytest.fixture
-async def channel(client: httpx.AsyncClient, acme: Tenant) -> dict[str, Any]:
-    return await create_channel(client, acme, PHONE_ID)
 
 
 # --- handshake and signatures --------------------------------------------------------------
@@ -277,6 +271,25 @@ async def messages_of(client: httpx.AsyncClient, acme: Tenant, ticket_id: str) -
     return data
 
 
+async def the_outbound(client: httpx.AsyncClient, acme: Tenant, ticket_id: str) -> dict[str, Any]:
+    """The ticket's one outbound message."""
+    messages = await messages_of(client, acme, ticket_id)
+    (outbound,) = [message for message in messages if message["direction"] == "outbound"]
+    return outbound
+
+
+async def settle_as(
+    sessionmaker: async_sessionmaker[AsyncSession], message_id: str, platform_message_id: str
+) -> None:
+    """The send settles: its platform id is stored (as a campaign's ledger or a reply's
+    commit does)."""
+    async with sessionmaker() as session:
+        stored = await session.get(Message, message_id)
+        assert stored is not None
+        stored.platform_message_id = platform_message_id
+        await session.commit()
+
+
 def status(message_id: str, value: str, at: int, recipient: str = CUSTOMER) -> dict[str, Any]:
     return payloads.message_status(
         WABA, PHONE_ID, "+14155550142", message_id, recipient, value, timestamp=at
@@ -306,9 +319,7 @@ async def test_statuses_only_move_forward(
         ("sent", now + 1),
     ):
         assert (await post_signed(client, status(wamid, value, at))).status_code == 200
-    (outbound,) = [
-        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
-    ]
+    outbound = await the_outbound(client, acme, ticket_id)
     assert outbound["status"] == "read"
     assert outbound["delivered_at"] is not None
     assert outbound["read_at"] is not None
@@ -332,9 +343,7 @@ async def test_failed_status_records_the_reason(
     ]
     for _ in range(2):  # the duplicate changes nothing
         assert (await post_signed(client, failed)).status_code == 200
-    (outbound,) = [
-        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
-    ]
+    outbound = await the_outbound(client, acme, ticket_id)
     assert outbound["status"] == "failed"
     assert "131026" in outbound["error"]
     assert (await event_types(sessionmaker)).count("message.failed") == 1
@@ -379,16 +388,9 @@ async def test_a_status_that_overtakes_its_send_is_applied_once_the_id_is_stored
     )
     assert waiting.available_at >= before + RETRY_INTERVAL
     assert await parked(sessionmaker) == ["wamid.settling"]
-    # The send settles: its id is stored (as a campaign's ledger or a reply's commit does).
-    async with sessionmaker() as session:
-        stored = await session.get(Message, message_id)
-        assert stored is not None
-        stored.platform_message_id = "wamid.settling"
-        await session.commit()
+    await settle_as(sessionmaker, message_id, "wamid.settling")
     await worker.run(waiting.id)
-    (outbound,) = [
-        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
-    ]
+    outbound = await the_outbound(client, acme, ticket_id)
     assert outbound["status"] == "delivered"
     assert outbound["delivered_at"] is not None
     assert await parked(sessionmaker) == []
@@ -505,9 +507,7 @@ async def test_simulator_numbers_through_the_status_callbacks(
     sent = await reply(client, acme, ticket_id, text="Hello")
     assert sent.status_code == 201
     await jobs.drain()
-    (outbound,) = [
-        m for m in await messages_of(client, acme, ticket_id) if m["direction"] == "outbound"
-    ]
+    outbound = await the_outbound(client, acme, ticket_id)
     assert outbound["status"] == final
     assert (outbound["read_at"] is not None) is read
 

@@ -39,6 +39,25 @@ def _metadata(phone_number_id: str, display_phone_number: str) -> dict[str, str]
     }
 
 
+def messages_change(
+    business_account_id: str,
+    phone_number_id: str,
+    display_phone_number: str,
+    **parts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A `messages` webhook of one phone number; `parts` are its `statuses`, `contacts` and
+    `messages` lists."""
+    return envelope(
+        business_account_id,
+        "messages",
+        {
+            "messaging_product": "whatsapp",
+            "metadata": _metadata(phone_number_id, display_phone_number),
+            **parts,
+        },
+    )
+
+
 def message_status(
     business_account_id: str,
     phone_number_id: str,
@@ -58,14 +77,8 @@ def message_status(
     }
     if errors:
         entry["errors"] = errors
-    return envelope(
-        business_account_id,
-        "messages",
-        {
-            "messaging_product": "whatsapp",
-            "metadata": _metadata(phone_number_id, display_phone_number),
-            "statuses": [entry],
-        },
+    return messages_change(
+        business_account_id, phone_number_id, display_phone_number, statuses=[entry]
     )
 
 
@@ -81,23 +94,20 @@ def inbound_text(
     timestamp: int | None = None,
 ) -> dict[str, Any]:
     wa_id = sender.lstrip("+")
-    return envelope(
+    return messages_change(
         business_account_id,
-        "messages",
-        {
-            "messaging_product": "whatsapp",
-            "metadata": _metadata(phone_number_id, display_phone_number),
-            "contacts": [{"profile": {"name": profile_name}, "wa_id": wa_id}],
-            "messages": [
-                {
-                    "from": wa_id,
-                    "id": message_id,
-                    "timestamp": str(timestamp if timestamp is not None else int(time.time())),
-                    "type": "text",
-                    "text": {"body": text},
-                }
-            ],
-        },
+        phone_number_id,
+        display_phone_number,
+        contacts=[{"profile": {"name": profile_name}, "wa_id": wa_id}],
+        messages=[
+            {
+                "from": wa_id,
+                "id": message_id,
+                "timestamp": str(timestamp if timestamp is not None else int(time.time())),
+                "type": "text",
+                "text": {"body": text},
+            }
+        ],
     )
 
 
