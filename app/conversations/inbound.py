@@ -4,8 +4,9 @@ for the simulator's callbacks alike.
 A phone number id's traffic reaches the one channel that holds it (app/channels/service.py):
 the platform's goes to the live holder, or to the test-mode holder while no live channel holds
 the number; the simulator's goes to the test-mode holder only. Each message and status is
-taken or skipped on its own (a savepoint each): one that cannot be stored is logged and
-skipped, the others are stored, and the platform gets its 200.
+taken or skipped on its own (a message in a savepoint of its own, a status checked before it
+is written): one that cannot be stored is logged and skipped, the others are stored, and the
+platform gets its 200.
 
 Unknown phone number ids and unknown fields are acknowledged and logged, never refused: the
 platform retries anything but a 2xx for days, and a number deleted here would never stop.
@@ -17,16 +18,21 @@ from typing import Any
 
 import orjson
 import structlog
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
+from app.kit.errors import DomainError
 from app.resources import Resources
 from app.templates import service as templates
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
+# What a message that cannot be stored raises; anything else (a lost connection) fails the
+# whole webhook, which the platform then sends again.
+UNSTORABLE = (DataError, IntegrityError, DomainError, ValueError)
 
 
 class SignatureInvalid(Exception):
@@ -103,7 +109,7 @@ async def _receive(
     try:
         async with session.begin_nested():
             await service.receive_message(session, channel, message, profile_name)
-    except statuses.UNSTORABLE:
+    except UNSTORABLE:
         logger.exception(
             "inbound message skipped", channel_id=channel.id, id=str(message.get("id"))[:64]
         )

@@ -1,8 +1,10 @@
 """Delivery statuses (`statuses[]` of a webhook), applied to the channel that holds the number.
 
 A status moves the campaign recipient or the conversation message with its platform id that
-was sent through *this* channel, never another channel's. Each is applied in a savepoint of
-its own: one that cannot be stored is logged and skipped, the others are kept.
+was sent through *this* channel, never another channel's. Each is checked before anything is
+written (`usable_status`: an id of at most 128 printable characters, one of the four statuses,
+an error line without NUL): one that cannot be stored is skipped with a log line, the others
+are applied.
 
 A status can overtake the send it is about (the platform's id is stored when the send
 settles: a campaign's ledger within ~100 ms, a reply when its request commits). One whose id
@@ -26,7 +28,6 @@ from typing import Any
 
 import structlog
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns import repository as ledger
@@ -39,7 +40,6 @@ from app.conversations.repository import known_message_ids
 from app.db import lists
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.errors import DomainError
 from app.kit.outbox_models import OutboxJob
 
 logger = structlog.get_logger("switchboard.whatsapp.statuses")
@@ -52,10 +52,9 @@ RETRY_INTERVAL = timedelta(seconds=2)
 RETRY_WINDOW = timedelta(seconds=60)
 MAX_PARKED_PER_CHANNEL = 1000
 STATUS_VALUES = frozenset({"sent", "delivered", "read", "failed"})
+# Up to this many statuses in a change are looked up one by one as they are applied.
+FEW_STATUSES = 8
 MAX_ERROR_LENGTH = 1000
-# What a status that cannot be stored raises; anything else (a lost connection) fails the
-# whole webhook, which the platform then sends again.
-UNSTORABLE = (DataError, IntegrityError, DomainError, ValueError)
 _JOB_NAMESPACE = uuid.UUID("0b8f2a52-8d2e-4d6c-9a53-6f1f1c3a7e10")
 
 
@@ -78,7 +77,7 @@ def usable_status(entry: Any) -> dict[str, Any] | None:
         "id": message_id,
         "status": entry["status"],
         "timestamp": timestamp if isinstance(timestamp, str | int) else None,
-        # The platform quotes the recipient's side in places: no NUL (PostgreSQL refuses it).
+        # Text of the platform's (and of the recipient's side): PostgreSQL refuses NUL in it.
         "error": error.replace("\x00", "")[:MAX_ERROR_LENGTH] if error else None,
     }
 
@@ -94,29 +93,32 @@ async def apply_statuses(session: AsyncSession, channel: Channel, entries: Seque
         )
     if not usable:
         return
-    known = await _known(session, channel.id, [status["id"] for status in usable])
+    # A big batch: which ids name a message at all, in two statements, instead of a lookup
+    # per status (what a storm of unknown ids would cost).
+    known = None
+    if len(usable) > FEW_STATUSES:
+        known = await _known(session, channel.id, [status["id"] for status in usable])
     unknown = []
     for status in usable:
-        if status["id"] in known:
-            await _apply(session, channel, status)
-        else:
+        held = known is None or status["id"] in known
+        if not (held and await _apply(session, channel, status)):
             unknown.append(status)
     if unknown:
         await _park(session, channel.id, unknown)
 
 
 async def _known(session: AsyncSession, channel_id: str, message_ids: list[str]) -> set[str]:
-    campaigns_ = await ledger.known_message_ids(session, channel_id, message_ids)
-    return campaigns_ | await known_message_ids(session, channel_id, message_ids)
+    in_campaigns = await ledger.known_message_ids(session, channel_id, message_ids)
+    return in_campaigns | await known_message_ids(session, channel_id, message_ids)
 
 
-async def _apply(session: AsyncSession, channel: Channel, status: dict[str, Any]) -> None:
-    try:
-        async with session.begin_nested():
-            if not await campaigns.apply_status(session, channel.id, status, status["error"]):
-                await service.apply_status(session, channel, status, status["error"])
-    except UNSTORABLE:
-        logger.exception("status skipped", channel_id=channel.id, platform_message_id=status["id"])
+async def _apply(session: AsyncSession, channel: Channel, status: dict[str, Any]) -> bool:
+    """False when no message of the channel has the status's id. Validated before (see
+    `usable_status`), a status is written without a savepoint of its own: the hot path of a
+    campaign's callbacks pays no extra round trips."""
+    if await campaigns.apply_status(session, channel.id, status, status["error"]):
+        return True
+    return await service.apply_status(session, channel, status, status["error"]) is not None
 
 
 async def _park(session: AsyncSession, channel_id: str, statuses: list[dict[str, Any]]) -> None:
