@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from pydantic import (
@@ -41,10 +42,16 @@ MessagesPerSecond = Annotated[
 MESSAGES_PER_SECOND_SCHEMA = {"type": "integer", "minimum": 1, "maximum": MAX_MESSAGES_PER_SECOND}
 
 # Upstream ids go into the upstream platform's URL paths: URL-safe characters only.
+UPSTREAM_ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 UpstreamId = Annotated[
     str,
-    StringConstraints(min_length=1, max_length=MAX_UPSTREAM_ID_LENGTH, pattern=r"^[A-Za-z0-9_-]+$"),
+    StringConstraints(min_length=1, max_length=MAX_UPSTREAM_ID_LENGTH, pattern=UPSTREAM_ID_PATTERN),
 ]
+
+
+def is_upstream_id(value: str) -> bool:
+    """Whether `value` could be a channel's `phone_number_id` or `business_account_id`."""
+    return len(value) <= MAX_UPSTREAM_ID_LENGTH and re.match(UPSTREAM_ID_PATTERN, value) is not None
 
 
 class ChannelCreate(BaseModel):

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channels.models import Channel
 from app.channels.repository import holder_of
+from app.channels.schemas import is_upstream_id
 from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
@@ -85,9 +86,13 @@ async def _apply_change(
         return
     metadata = value.get("metadata")
     phone_number_id = str(metadata.get("phone_number_id", "")) if isinstance(metadata, dict) else ""
-    channel = await channel_for_traffic(session, phone_number_id[:64], simulated=simulated)
+    channel = None
+    if is_upstream_id(phone_number_id):  # else no channel can have it
+        channel = await channel_for_traffic(session, phone_number_id, simulated=simulated)
     if channel is None:
-        logger.warning("webhook for an unknown phone number id", phone_number_id=phone_number_id)
+        logger.warning(
+            "webhook for an unknown phone number id", phone_number_id=phone_number_id[:64]
+        )
         return
     entries = value.get("statuses")
     await statuses.apply_statuses(session, channel, entries if isinstance(entries, list) else [])

@@ -158,3 +158,17 @@ async def test_a_status_that_cannot_be_stored_as_sent_is_stored_as_it_can(
         )
         found = {row[0]: (row[1], row[2]) for row in rows}
     assert found == {first: ("failed", "not a user (code 131026)"), second: ("read", None)}
+
+
+@pytest.mark.parametrize("number", ["1065\x00", "1" * 300, "", "../1065"])
+async def test_a_phone_number_id_no_channel_can_have_is_acknowledged(
+    client: httpx.AsyncClient,
+    channel: dict[str, Any],
+    sessionmaker: async_sessionmaker[AsyncSession],
+    number: str,
+) -> None:
+    body = payloads.messages_change(
+        WABA, number, "+1", messages=[message("wamid.nowhere", INNOCENT)]
+    )
+    assert (await post_signed(client, body)).status_code == 200
+    assert await stored(sessionmaker) == {}
