@@ -147,7 +147,9 @@ def run_to_public(run: Any) -> dict[str, Any]:
     }
 
 
-def evaluate(expectations: list[dict[str, Any]], transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def evaluate(
+    expectations: list[dict[str, Any]], transcript: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Each expectation checked against the transcript of the run."""
     replies = [entry for entry in transcript if entry["role"] == "agent"]
     calls = [call for entry in replies for call in entry.get("tool_calls", [])]
@@ -188,10 +190,14 @@ def evaluate(expectations: list[dict[str, Any]], transcript: list[dict[str, Any]
             handoffs = [a for a in actions if a["kind"] == "handoff"]
             passed = any(reason in a["reason"].lower() for a in handoffs)
             detail = (
-                f"handed off ({handoffs[0]['reason']})" if handoffs else "the agent did not hand off"
+                f"handed off ({handoffs[0]['reason']})"
+                if handoffs
+                else "the agent did not hand off"
             )
         else:
             passed = any(a["kind"] == "end" for a in actions)
-            detail = "the agent ended the conversation" if passed else "the conversation did not end"
+            detail = (
+                "the agent ended the conversation" if passed else "the conversation did not end"
+            )
         results.append({"index": index, "type": kind, "passed": passed, "detail": detail})
     return results

@@ -50,7 +50,9 @@ def _agent_entry(turn: int, result: Any) -> dict[str, Any]:
     }
 
 
-async def _play(engine: ConversationEngine, agent: AgentProfile, spec: dict[str, Any]) -> dict[str, Any]:
+async def _play(
+    engine: ConversationEngine, agent: AgentProfile, spec: dict[str, Any]
+) -> dict[str, Any]:
     transcript: list[dict[str, Any]] = []
     history: list[Message] = []
     usage = Usage()
@@ -99,7 +101,12 @@ async def run_agent_test(job: JobContext) -> datetime | None:
     played: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     if profile is None:
-        error = {"code": "agent_not_found", "message": "The agent was deleted", "provider": None, "status": None}
+        error = {
+            "code": "agent_not_found",
+            "message": "The agent was deleted",
+            "provider": None,
+            "status": None,
+        }
     else:
         try:
             async with engine.conversation(profile, f"test:{run_id}"):
@@ -107,7 +114,12 @@ async def run_agent_test(job: JobContext) -> datetime | None:
         except ConversationLimitReached:
             return utcnow() + BUSY_RETRY
         except ReplyLimitReached as exc:
-            error = {"code": "rate_limited", "message": exc.message, "provider": None, "status": None}
+            error = {
+                "code": "rate_limited",
+                "message": exc.message,
+                "provider": None,
+                "status": None,
+            }
     async with resources.session(writes=True) as session:
         run = await session.get(AgentTestRun, run_id)
         if run is not None:

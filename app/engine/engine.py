@@ -131,9 +131,7 @@ class EngineClients:
         elif provider == "groq":
             client = groq.AsyncGroq(**options, http_client=self._http_client(httpx, keyless))
         else:
-            client = openai.AsyncOpenAI(
-                **options, http_client=self._http_client(httpx2, keyless)
-            )
+            client = openai.AsyncOpenAI(**options, http_client=self._http_client(httpx2, keyless))
         self._sdk[cache_key] = client
         if len(self._sdk) > SDK_CLIENTS_KEPT:
             self._sdk.popitem(last=False)
@@ -203,7 +201,7 @@ class ConversationEngine:
         for spec in BUILTIN_TOOLS:
             kind = CONTROL_TOOLS.get(spec.name)
             if kind is not None:
-                toolbox.add(spec, partial(_control, control_outcome(kind)))
+                toolbox.add(spec, partial(_fixed, control_outcome(kind)))
         booking = config.get("booking_config") or {}
         if booking.get("booking_enabled"):
             await self._add_booking(toolbox, agent, booking, zone, mocks)
@@ -211,15 +209,13 @@ class ConversationEngine:
             spec = ToolSpec(tool["name"], tool["description"], tool["parameters"], "custom")
             toolbox.add(spec, partial(self._custom, tool))
         for server in config.get("mcp_tools") or []:
-            if mocks is not None and server.get("allowed_tools"):
-                # An agent test may mock a server's tools: offer them without reaching it.
-                if all(name in mocks for name in server["allowed_tools"]):
-                    for name in server["allowed_tools"]:
-                        toolbox.add(
-                            ToolSpec(name, f"{server['name']} tool {name}", {"type": "object"}, "mcp"),
-                            partial(_control, ToolOutcome(success=False, content="unavailable")),
-                        )
-                    continue
+            allowed = server.get("allowed_tools") or []
+            if mocks is not None and allowed and all(name in mocks for name in allowed):
+                # An agent test mocks every tool of this server: offer them unreached.
+                for name in allowed:
+                    description = f"{server['name']}: {name}"
+                    toolbox.add(ToolSpec(name, description, {"type": "object"}, "mcp"), None)
+                continue
             specs = await self.clients.mcp.tools(agent, server)
             if specs is None:
                 toolbox.unavailable.append({"server": server["name"], "reason": "unreachable"})
@@ -241,12 +237,16 @@ class ConversationEngine:
         if credential is None:
             if mocks is not None and all(spec.name in mocks for spec in BOOKING_TOOLS):
                 for spec in BOOKING_TOOLS:  # mocked in an agent test: no calendar needed
-                    toolbox.add(spec, partial(_control, ToolOutcome(success=False, content="")))
+                    toolbox.add(spec, None)
                 return
             toolbox.unavailable.append({"tool": "booking", "reason": f"no {provider} credential"})
             return
         calendar = Calendar(
-            self.clients.tool_caller, credential, zone, self.clients.calendar_tokens, agent.organization_id
+            self.clients.tool_caller,
+            credential,
+            zone,
+            self.clients.calendar_tokens,
+            agent.organization_id,
         )
         for spec in BOOKING_TOOLS:
             toolbox.add(spec, partial(calendar.run, spec.name))
@@ -330,10 +330,18 @@ class ConversationEngine:
         events = list(outcome.events)
         if outcome.failure is not None:
             events.append(
-                (AGENT_HANDOFF, {"reason": outcome.action.reason if outcome.action else "", "error": outcome.failure.public()})
+                (
+                    AGENT_HANDOFF,
+                    {
+                        "reason": outcome.action.reason if outcome.action else "",
+                        "error": outcome.failure.public(),
+                    },
+                )
             )
         elif outcome.action is not None and outcome.action.kind == "handoff":
-            events.append((AGENT_HANDOFF, {"reason": outcome.action.reason, "reply": outcome.reply}))
+            events.append(
+                (AGENT_HANDOFF, {"reason": outcome.action.reason, "reply": outcome.reply})
+            )
         else:
             events.append(
                 (
@@ -371,7 +379,7 @@ class ConversationEngine:
         )
 
 
-async def _control(outcome: ToolOutcome, arguments: dict[str, Any]) -> ToolOutcome:
+async def _fixed(outcome: ToolOutcome, arguments: dict[str, Any]) -> ToolOutcome:
     return outcome
 
 

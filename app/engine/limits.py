@@ -11,6 +11,7 @@ killed worker never keeps a slot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import AsyncIterator
@@ -82,7 +83,7 @@ class ConversationLimits:
             now_ms = int(time.time() * 1000)
             lease_ms = int(self.lease_seconds * 1000)
             try:
-                taken = await redis.eval(  # type: ignore[misc]
+                taken = await redis.eval(
                     _ACQUIRE,
                     1,
                     f"switchboard:ai-conversations:{organization_id}",
@@ -108,10 +109,8 @@ class ConversationLimits:
     async def _release(self, organization_id: str, key: str) -> None:
         redis = self.resources.redis
         if redis is not None:
-            try:
+            with contextlib.suppress(RedisError):
                 await redis.zrem(f"switchboard:ai-conversations:{organization_id}", key)
-            except RedisError:
-                pass
         leases = _LOCAL_LEASES.get(organization_id)
         if leases is not None:
             leases.pop(key, None)

@@ -44,7 +44,9 @@ def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
         if (
             not isinstance(pair, list)
             or len(pair) != 2
-            or not all(isinstance(p, int | float) and not isinstance(p, bool) and p >= 0 for p in pair)
+            or not all(
+                isinstance(p, int | float) and not isinstance(p, bool) and p >= 0 for p in pair
+            )
         ):
             raise ValueError(f"llm_prices[{key!r}] must be [input, output] USD per million tokens")
         prices[str(key)] = (float(pair[0]), float(pair[1]))

@@ -46,7 +46,9 @@ def estimated_tokens(message: Message) -> int:
     return size // 4 + 4
 
 
-def bounded_history(history: Sequence[Message], max_messages: int, max_tokens: int) -> list[Message]:
+def bounded_history(
+    history: Sequence[Message], max_messages: int, max_tokens: int
+) -> list[Message]:
     """The newest messages that fit both bounds (the last one always kept), starting at a
     customer message so no tool answer is left without its call."""
     kept: list[Message] = []

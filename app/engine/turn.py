@@ -166,18 +166,27 @@ async def run_turn(
         code = "llm_unavailable" if failure.retryable else "llm_rejected"
         return _failed(
             EngineFailure(code, failure.message, failure.provider, failure.status),
-            records, usage, new, events,
+            records,
+            usage,
+            new,
+            events,
         )
     except TimeoutError:
         return _failed(
             EngineFailure("llm_unavailable", "the turn's deadline passed", model.provider),
-            records, usage, new, events,
+            records,
+            usage,
+            new,
+            events,
         )
     reply = " ".join(completion.text.split())
     if not reply:
         return _failed(
             EngineFailure("llm_unavailable", "the model gave no answer", model.provider),
-            records, usage, new, events,
+            records,
+            usage,
+            new,
+            events,
         )
     new.append(Message.assistant(reply))
     return TurnOutcome(

@@ -40,7 +40,9 @@ class ProviderCredentialInput:
     slot_minutes: int | None = strawberry.field(
         default=strawberry.UNSET, description="google_calendar"
     )
-    client_id: str | None = strawberry.field(default=strawberry.UNSET, description="google_calendar")
+    client_id: str | None = strawberry.field(
+        default=strawberry.UNSET, description="google_calendar"
+    )
     client_secret: str | None = strawberry.field(
         default=strawberry.UNSET, description="google_calendar"
     )

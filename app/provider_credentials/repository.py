@@ -34,7 +34,8 @@ class ProviderCredentialRepository(OrgScopedRepository[ProviderCredential]):
 
     async def all_rows(self) -> list[Any]:
         """Every credential of the organization (a handful: one per provider), by provider."""
+        columns: Any = select(*self.list_columns)
         statement = self.scoped(
-            select(*self.list_columns).order_by(ProviderCredential.provider).limit(MAX_CREDENTIALS)
+            columns.order_by(ProviderCredential.provider).limit(MAX_CREDENTIALS)
         )
         return list((await self._execute(statement)).all())

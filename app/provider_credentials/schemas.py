@@ -42,9 +42,7 @@ PROVIDER_FIELDS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-Secret = Annotated[
-    str, StringConstraints(min_length=1, max_length=4096, pattern=NOT_BLANK_PATTERN)
-]
+Secret = Annotated[str, StringConstraints(min_length=1, max_length=4096, pattern=NOT_BLANK_PATTERN)]
 ShortText = Annotated[
     str, StringConstraints(min_length=1, max_length=255, pattern=NOT_BLANK_PATTERN)
 ]
@@ -95,7 +93,9 @@ class ProviderCredentialPut(BaseModel):
     def options(self) -> dict[str, Any]:
         """The provider-specific fields that were given."""
         names = {name for fields in PROVIDER_FIELDS.values() for name in fields}
-        return {name: getattr(self, name) for name in sorted(names) if getattr(self, name) is not None}
+        return {
+            name: getattr(self, name) for name in sorted(names) if getattr(self, name) is not None
+        }
 
 
 class ProviderCredentialResponse(BaseModel):

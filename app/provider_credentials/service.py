@@ -16,10 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound, RequestValidationFailed
 from app.kit.ids import new_id
-from app.kit.clock import utcnow
 from app.provider_credentials.models import ProviderCredential
 from app.provider_credentials.repository import ProviderCredentialRepository
 from app.provider_credentials.schemas import PROVIDER_FIELDS, PROVIDERS, ProviderCredentialPut
@@ -117,7 +117,9 @@ async def put_credential(
         async with session.begin_nested():
             await session.flush()
     except IntegrityError:  # a concurrent PUT created it first
-        raise Conflict("The credential was written by another request meanwhile; send it again") from None
+        raise Conflict(
+            "The credential was written by another request meanwhile; send it again"
+        ) from None
     return credential
 
 
@@ -145,7 +147,9 @@ async def credential_for_use(
     if credential is None:
         return None
     try:
-        opened = orjson.loads(box.decrypt(credential.secret_encrypted, _context(organization_id, provider)))
+        opened = orjson.loads(
+            box.decrypt(credential.secret_encrypted, _context(organization_id, provider))
+        )
     except DecryptionFailed:
         return None
     return StoredCredential(

@@ -38,7 +38,9 @@ def anthropic_messages(messages: Sequence[Message]) -> list[Any]:
             else:
                 out.append({"role": "user", "content": [block]})
         elif message.role == "assistant" and message.tool_calls:
-            blocks: list[Any] = [{"type": "text", "text": message.content}] if message.content else []
+            blocks: list[Any] = (
+                [{"type": "text", "text": message.content}] if message.content else []
+            )
             blocks.extend(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
                 for call in message.tool_calls
@@ -68,7 +70,11 @@ class AnthropicChat:
         }
         if request.tools:
             body["tools"] = [
-                {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "input_schema": spec.parameters,
+                }
                 for spec in request.tools
             ]
         try:
@@ -76,9 +82,13 @@ class AnthropicChat:
                 return await self._streamed(body, on_text)
             return _whole(await self.client.messages.create(**body))
         except anthropic.APIStatusError as exc:
-            raise status_failure(PROVIDER, exc.status_code, exc.message, exc.response.headers) from exc
+            raise status_failure(
+                PROVIDER, exc.status_code, exc.message, exc.response.headers
+            ) from exc
         except anthropic.APIError as exc:
-            raise ProviderFailure(PROVIDER, f"{PROVIDER}: {type(exc).__name__}", retryable=True) from exc
+            raise ProviderFailure(
+                PROVIDER, f"{PROVIDER}: {type(exc).__name__}", retryable=True
+            ) from exc
 
     async def _streamed(self, body: dict[str, Any], on_text: TextSink | None) -> Completion:
         stream = await self.client.messages.create(**body, stream=True)

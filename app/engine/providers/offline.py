@@ -141,7 +141,9 @@ class OfflineResponder:
             return Completion(text=TOOL_FAILED, source="tool", detail={"tool": last.name})
         question = last.content
         if _HANDOFF.search(question):
-            return Completion(text=HANDOFF_REPLY, source="handoff", action=Action("handoff", question))
+            return Completion(
+                text=HANDOFF_REPLY, source="handoff", action=Action("handoff", question)
+            )
         if _CLOSING.search(question):
             return Completion(text=CLOSING_REPLY, source="closing", action=Action("end", question))
         pickable = [spec for spec in request.tools if spec.kind in _PICKABLE]

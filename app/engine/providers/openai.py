@@ -157,7 +157,9 @@ class OpenAICompatibleChat:
         return Completion(
             text="".join(text),
             tool_calls=tuple(
-                ToolCall(slot["id"] or f"call_{index}", slot["name"], parse_arguments(slot["arguments"]))
+                ToolCall(
+                    slot["id"] or f"call_{index}", slot["name"], parse_arguments(slot["arguments"])
+                )
                 for index, slot in sorted(calls.items())
                 if slot["name"]
             ),

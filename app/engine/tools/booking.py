@@ -80,7 +80,9 @@ class BookingRefused(Exception):
 def _failure(message: str, exchange: Exchange | None = None) -> ToolOutcome:
     status = exchange.status_code if exchange is not None else None
     error = message if exchange is None else (exchange.error or f"HTTP {status}")
-    return ToolOutcome(success=False, content=message, excerpt=message, status_code=status, error=error)
+    return ToolOutcome(
+        success=False, content=message, excerpt=message, status_code=status, error=error
+    )
 
 
 def _success(text: str, data: Any, status: int | None) -> ToolOutcome:
@@ -172,7 +174,10 @@ class Calendar:
             "timeZone": self.zone.key,
         }
         exchange = await self.caller.exchange(
-            "GET", self._cal_url("/v2/slots"), params=params, headers=self._cal_headers(SLOTS_API_VERSION)
+            "GET",
+            self._cal_url("/v2/slots"),
+            params=params,
+            headers=self._cal_headers(SLOTS_API_VERSION),
         )
         if not exchange.ok:
             return _failure("The calendar could not be read.", exchange)
@@ -187,7 +192,9 @@ class Calendar:
                     continue
         starts.sort()
         return _success(
-            _slot_text(starts, self.zone), [s.isoformat() for s in starts[:MAX_SLOTS]], exchange.status_code
+            _slot_text(starts, self.zone),
+            [s.isoformat() for s in starts[:MAX_SLOTS]],
+            exchange.status_code,
         )
 
     async def _cal_book(self, arguments: dict[str, Any]) -> ToolOutcome:
@@ -206,15 +213,23 @@ class Calendar:
         if arguments.get("notes"):
             body["bookingFieldsResponses"] = {"notes": str(arguments["notes"])[:1000]}
         exchange = await self.caller.exchange(
-            "POST", self._cal_url("/v2/bookings"), json=body, headers=self._cal_headers(BOOKINGS_API_VERSION)
+            "POST",
+            self._cal_url("/v2/bookings"),
+            json=body,
+            headers=self._cal_headers(BOOKINGS_API_VERSION),
         )
         if not exchange.ok:
             return _failure("The booking was refused by the calendar.", exchange)
         booking = _json(exchange.body).get("data") or {}
         when = start.astimezone(self.zone).isoformat()
+        reference = booking.get("uid") or booking.get("id")
         return _success(
-            f"Booked for {when} ({self.zone.key}), reference {booking.get('uid') or booking.get('id')}.",
-            {"uid": booking.get("uid"), "id": booking.get("id"), "start": booking.get("start") or when},
+            f"Booked for {when} ({self.zone.key}), reference {reference}.",
+            {
+                "uid": booking.get("uid"),
+                "id": booking.get("id"),
+                "start": booking.get("start") or when,
+            },
             exchange.status_code,
         )
 
@@ -237,7 +252,10 @@ class Calendar:
         if exchange.status_code == 401 and await self._refresh():
             token = self.refreshed_tokens[self._token_key()]
             exchange = await self.caller.exchange(
-                method, self._google_url(path), json=body, headers={"Authorization": f"Bearer {token}"}
+                method,
+                self._google_url(path),
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
             )
         return exchange
 
@@ -264,7 +282,9 @@ class Calendar:
         return True
 
     def _slot_length(self) -> timedelta:
-        return timedelta(minutes=int(self.credential.options.get("slot_minutes") or DEFAULT_SLOT_MINUTES))
+        return timedelta(
+            minutes=int(self.credential.options.get("slot_minutes") or DEFAULT_SLOT_MINUTES)
+        )
 
     async def _google_free(self, arguments: dict[str, Any]) -> ToolOutcome:
         start, end = _range(arguments, self.zone)
@@ -285,7 +305,12 @@ class Calendar:
         busy = []
         for interval in (calendars.get(calendar_id) or {}).get("busy") or []:
             try:
-                busy.append((parse_moment(interval["start"], self.zone), parse_moment(interval["end"], self.zone)))
+                busy.append(
+                    (
+                        parse_moment(interval["start"], self.zone),
+                        parse_moment(interval["end"], self.zone),
+                    )
+                )
             except (BookingRefused, KeyError, TypeError):
                 continue
         starts = free_slots(start, end, busy, self._slot_length())

@@ -62,9 +62,7 @@ def knowledge_outcome(passages: list[Passage], limit: int) -> ToolOutcome:
         content=text,
         excerpt=text[:500],
         data={
-            "passages": [
-                {"document_id": p.document_id, "file_name": p.file_name} for p in passages
-            ]
+            "passages": [{"document_id": p.document_id, "file_name": p.file_name} for p in passages]
         },
     )
 

@@ -61,7 +61,13 @@ class McpGateway:
 
     @staticmethod
     def _key(agent: AgentProfile, server: dict[str, Any]) -> _CacheKey:
-        return (agent.agent_id, agent.version, server["name"], server["url"], server.get("transport", ""))
+        return (
+            agent.agent_id,
+            agent.version,
+            server["name"],
+            server["url"],
+            server.get("transport", ""),
+        )
 
     async def tools(self, agent: AgentProfile, server: dict[str, Any]) -> list[ToolSpec] | None:
         """The server's tools the agent may use (`allowed_tools`), or None when the server
@@ -125,7 +131,9 @@ class McpGateway:
     async def _session(self, server: dict[str, Any]) -> AsyncIterator[ClientSession]:
         url = server["url"]
         try:
-            await resolve_public_addresses(url, allow_private=self._allow_private, resolver=self._resolver)
+            await resolve_public_addresses(
+                url, allow_private=self._allow_private, resolver=self._resolver
+            )
         except InvalidInput as exc:
             raise McpUnavailable(f"refused: {exc.message}") from None
 
@@ -134,7 +142,7 @@ class McpGateway:
             timeout: httpx2.Timeout | None = None,
             auth: httpx2.Auth | None = None,
         ) -> httpx2.AsyncClient:
-            return guarded_client(
+            http: httpx2.AsyncClient = guarded_client(
                 httpx2,
                 allow_private=self._allow_private,
                 timeout=self._timeout,
@@ -142,12 +150,16 @@ class McpGateway:
                 resolver=self._resolver,
                 headers=headers,
             )
+            return http
 
         try:
             with anyio.fail_after(self._timeout):
                 if server.get("transport") == "sse":
                     transport = sse_client(
-                        url, timeout=self._timeout, sse_read_timeout=self._timeout, httpx_client_factory=client
+                        url,
+                        timeout=self._timeout,
+                        sse_read_timeout=self._timeout,
+                        httpx_client_factory=client,
                     )
                     async with transport as (read, write), ClientSession(read, write) as session:
                         await session.initialize()

@@ -32,13 +32,14 @@ def mocked_outcome(value: Any, limit: int) -> ToolOutcome:
 class Toolbox:
     def __init__(self, result_chars: int, mocks: Mapping[str, Any] | None = None) -> None:
         self._specs: dict[str, ToolSpec] = {}
-        self._runners: dict[str, Runner] = {}
+        self._runners: dict[str, Runner | None] = {}
         self._mocks = dict(mocks or {})
         self._result_chars = result_chars
         # Tools left out of this turn and why (a server down, a name taken twice).
         self.unavailable: list[dict[str, str]] = []
 
-    def add(self, spec: ToolSpec, runner: Runner) -> None:
+    def add(self, spec: ToolSpec, runner: Runner | None) -> None:
+        """Offer `spec`, run by `runner`; None: a tool only its mock answers (agent tests)."""
         if spec.name in self._specs:
             self.unavailable.append({"tool": spec.name, "reason": "name already taken"})
             return
@@ -59,14 +60,23 @@ class Toolbox:
         elif call.name in self._mocks:
             outcome = mocked_outcome(self._mocks[call.name], self._result_chars)
         else:
-            outcome = await self._runners[call.name](call.arguments)
+            runner = self._runners[call.name]
+            outcome = (
+                await runner(call.arguments)
+                if runner is not None
+                else ToolOutcome(
+                    success=False, content="The tool is unavailable.", error="unavailable"
+                )
+            )
         record = ToolRecord(
             name=call.name,
             kind=spec.kind if spec is not None else "custom",
             arguments=call.arguments,
             success=outcome.success,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            result=(outcome.excerpt or outcome.content[:EXCERPT_LENGTH]) if outcome.success else None,
+            result=(outcome.excerpt or outcome.content[:EXCERPT_LENGTH])
+            if outcome.success
+            else None,
             error=outcome.error,
             status_code=outcome.status_code,
         )
