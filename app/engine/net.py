@@ -19,24 +19,6 @@ from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 
 
-class _LimitedStream:
-    def __init__(self, stream: Any, limit: int, error: type[Exception]) -> None:
-        self._stream = stream
-        self._limit = limit
-        self._error = error
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in self._stream:
-            size += len(chunk)
-            if size > self._limit:
-                raise self._error(f"response larger than {self._limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-
 def guarded_transport(
     http: ModuleType,
     *,
@@ -48,6 +30,21 @@ def guarded_transport(
     """A transport of `http` (the httpx or httpx2 module) that guards every request.
     `drop_headers` are removed before sending (the SDKs always send a key header; a keyless
     request to an agent's own endpoint must carry none)."""
+
+    class LimitedStream(http.AsyncByteStream):  # type: ignore[misc, name-defined]
+        def __init__(self, stream: Any) -> None:
+            self._stream = stream
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            size = 0
+            async for chunk in self._stream:
+                size += len(chunk)
+                if size > max_response_bytes:
+                    raise http.ReadError(f"response larger than {max_response_bytes} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
 
     class GuardedTransport(http.AsyncBaseTransport):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
@@ -68,7 +65,7 @@ def guarded_transport(
                     request.extensions = {**request.extensions, "sni_hostname": target.host}
                 request.url = request.url.copy_with(host=str(target.address))
             response = await self._inner.handle_async_request(request)
-            response.stream = _LimitedStream(response.stream, max_response_bytes, http.ReadError)
+            response.stream = LimitedStream(response.stream)
             return response
 
         async def aclose(self) -> None:

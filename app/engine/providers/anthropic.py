@@ -65,7 +65,7 @@ class AnthropicChat:
             "model": self.model,
             "system": request.system,
             "messages": anthropic_messages(request.messages),
-            "temperature": request.temperature,
+            # No temperature: the Messages API of this SDK generation no longer takes one.
             "max_tokens": request.max_output_tokens,
         }
         if request.tools:
