@@ -72,7 +72,9 @@ class FakeProviders:
         raw = await request.body()
         body: Any = orjson.loads(raw) if raw and request.headers.get("content-type", "").startswith("application/json") else raw.decode()
         with self.lock:
-            self.requests.append(Recorded(request.url.path, dict(request.headers), body))
+            # The path as sent (percent-encoding kept), not as Starlette decodes it.
+            path = request.scope["raw_path"].decode()
+            self.requests.append(Recorded(path, dict(request.headers), body))
         return body
 
     def _failure(self) -> Response | None:

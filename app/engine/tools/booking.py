@@ -101,13 +101,13 @@ def parse_moment(value: Any, zone: ZoneInfo, *, end_of_day: bool = False) -> dat
         raise BookingRefused("a time is required (ISO 8601, e.g. 2026-03-02T10:00)")
     text = value.strip().replace("Z", "+00:00")
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        try:
+        if len(text) == 10:  # a date alone (fromisoformat would read it as midnight)
             day = date.fromisoformat(text)
-        except ValueError:
-            raise BookingRefused(f"'{value}' is not an ISO 8601 date or time") from None
-        moment = datetime.combine(day, time.max if end_of_day else time.min)
+            moment = datetime.combine(day, time.max if end_of_day else time.min)
+        else:
+            moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise BookingRefused(f"'{value}' is not an ISO 8601 date or time") from None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=zone)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from app.engine.tools.http import answer_text
 from app.engine.types import ToolCall, ToolOutcome, ToolRecord, ToolSpec
 
 Runner = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
@@ -20,12 +21,14 @@ EXCERPT_LENGTH = 500
 
 
 def mocked_outcome(value: Any, limit: int) -> ToolOutcome:
+    """A mocked result read as a custom tool's answer is (its `answer` field, say)."""
     text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    answer = answer_text(text.encode())
     return ToolOutcome(
         success=True,
         content=text[:limit],
-        excerpt=text[:EXCERPT_LENGTH],
-        data={"success": True, "answer": text[:EXCERPT_LENGTH]},
+        excerpt=answer,
+        data={"success": True, "answer": answer},
     )
 
 
