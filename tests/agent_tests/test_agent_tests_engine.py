@@ -71,7 +71,9 @@ async def engine(
 
 async def create_agent(engine: Engine, tenant: Tenant, **config: Any) -> str:
     response = await engine.client.post(
-        "/api/v1/agents", json={"name": "Ava", "timezone": "America/New_York", "agent_config": config}, headers=tenant.headers
+        "/api/v1/agents",
+        json={"name": "Ava", "timezone": "America/New_York", "agent_config": config},
+        headers=tenant.headers,
     )
     assert response.status_code == 201, response.text
     return str(response.json()["id"])
@@ -126,15 +128,21 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
     assert run["cost"] == 0
     assert run["error"] is None
     assert [(e["role"], e["turn"]) for e in run["transcript"]] == [
-        ("user", 1), ("agent", 1), ("user", 2), ("agent", 2)
+        ("user", 1),
+        ("agent", 1),
+        ("user", 2),
+        ("agent", 2),
     ]
     assert run["transcript"][1]["text"] == "Order 1234 shipped on Monday."
     assert run["transcript"][3]["action"] == {
-        "kind": "handoff", "reason": "Can I talk to a real person please?"
+        "kind": "handoff",
+        "reason": "Can I talk to a real person please?",
     }
 
     failing = await run_test(
-        engine, tenant, agent_id,
+        engine,
+        tenant,
+        agent_id,
         turns=["Where is my order 9?"],
         tool_mocks={"order_status": "Order 9 is lost"},
         expectations=[
@@ -147,17 +155,23 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
     assert [r["passed"] for r in failing["results"]] == [False, False, True]
     assert failing["results"][0]["detail"] == "the conversation did not end"
 
-    listed = await engine.client.get(f"/api/v1/agents/{agent_id}/tests?limit=1", headers=tenant.headers)
+    listed = await engine.client.get(
+        f"/api/v1/agents/{agent_id}/tests?limit=1", headers=tenant.headers
+    )
     page = listed.json()
     assert (page["object"], page["total_count"], page["has_more"]) == ("list", 2, True)
     assert page["data"][0]["id"] == failing["id"]
 
     other = await engine.tenants.organization("Globex")
-    hidden = await engine.client.get(f"/api/v1/agents/{agent_id}/tests/{run['id']}", headers=other.headers)
+    hidden = await engine.client.get(
+        f"/api/v1/agents/{agent_id}/tests/{run['id']}", headers=other.headers
+    )
     assert hidden.status_code == 404
     assert hidden.json() == {"error": 404, "message": "Agent not found"}
     bad = await engine.client.post(
-        f"/api/v1/agents/{agent_id}/tests", json={"turns": [], "expectations": [{"type": "end"}]}, headers=tenant.headers
+        f"/api/v1/agents/{agent_id}/tests",
+        json={"turns": [], "expectations": [{"type": "end"}]},
+        headers=tenant.headers,
     )
     assert bad.status_code == 400
     assert bad.json()["message"].startswith("Validation error: turns:")
@@ -180,7 +194,8 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
       }
     }"""
     queued = await graphql(
-        engine.client, mutation,
+        engine.client,
+        mutation,
         {"agentId": agent_id, "input": {"turns": ["Bye!"], "expectations": [{"type": "end"}]}},
         tenant.headers,
     )
@@ -189,13 +204,20 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
     seen: dict[str, Any] = {}
 
     async def done() -> bool:
-        seen.update((await graphql(engine.client, query, {"id": run_id}, tenant.headers))["data"]["agentTestRun"])
+        seen.update(
+            (await graphql(engine.client, query, {"id": run_id}, tenant.headers))["data"][
+                "agentTestRun"
+            ]
+        )
         return seen["status"] in FINISHED
 
     await eventually(done, 20.0)
     assert seen["status"] == "passed"
     invalid = await graphql(
-        engine.client, mutation, {"agentId": agent_id, "input": {"turns": ["hi"], "expectations": []}}, tenant.headers
+        engine.client,
+        mutation,
+        {"agentId": agent_id, "input": {"turns": ["hi"], "expectations": []}},
+        tenant.headers,
     )
     assert invalid["data"]["runAgentTest"]["errors"][0]["field"] == "expectations"
 
@@ -209,11 +231,15 @@ async def test_openai_streaming_with_a_real_tool_call(
     with running_receiver() as tool_server:
         tool_server.default = Answer(body=b'{"answer": "Order 55 shipped.", "eta": "Friday"}')
         agent_id = await create_agent(
-            engine, tenant, system_prompt="You are Ava of Acme.",
+            engine,
+            tenant,
+            system_prompt="You are Ava of Acme.",
             custom_tools=[{**ORDER_TOOL, "url": f"{tool_server.url}/orders"}],
         )
         run = await run_test(
-            engine, tenant, agent_id,
+            engine,
+            tenant,
+            agent_id,
             turns=["Where is order 55?"],
             expectations=[
                 {"type": "tool_called", "tool": "order_status", "arguments": {"order_id": "55"}},
@@ -231,7 +257,10 @@ async def test_openai_streaming_with_a_real_tool_call(
     assert first.body["stream"] is True
     assert first.body["messages"][0]["content"].startswith("You are Ava of Acme.")
     assert {t["function"]["name"] for t in first.body["tools"]} >= {
-        "search_knowledge", "transfer_to_human", "end_conversation", "order_status"
+        "search_knowledge",
+        "transfer_to_human",
+        "end_conversation",
+        "order_status",
     }
     assert second.body["messages"][-1]["role"] == "tool"
 
@@ -242,19 +271,37 @@ async def test_anthropic_with_mcp_and_cal_com_booking(
     fake, url = providers
     tenant = await engine.tenants.organization()
     await credential(engine, tenant, "anthropic", api_key="sk-ant-key-9999", base_url=url)
-    await credential(engine, tenant, "cal_com", api_key="cal_live_key", base_url=url, event_type_id=77)
+    await credential(
+        engine, tenant, "cal_com", api_key="cal_live_key", base_url=url, event_type_id=77
+    )
     agent_id = await create_agent(
-        engine, tenant, llm_provider="anthropic",
-        booking_config={"booking_enabled": True, "provider": "cal_com", "prompt": "Offer mornings first."},
+        engine,
+        tenant,
+        llm_provider="anthropic",
+        booking_config={
+            "booking_enabled": True,
+            "provider": "cal_com",
+            "prompt": "Offer mornings first.",
+        },
         mcp_tools=[{"name": "weather", "url": f"{mcp_url}/mcp", "allowed_tools": ["get_weather"]}],
     )
     run = await run_test(
-        engine, tenant, agent_id,
-        turns=["What's the weather like?", "What times are available on Monday?", "Please book 10 am"],
+        engine,
+        tenant,
+        agent_id,
+        turns=[
+            "What's the weather like?",
+            "What times are available on Monday?",
+            "Please book 10 am",
+        ],
         expectations=[
             {"type": "tool_called", "tool": "get_weather", "arguments": {"city": "Paris"}},
             {"type": "tool_called", "tool": "check_availability"},
-            {"type": "tool_called", "tool": "book_appointment", "arguments": {"email": "ada@example.com"}},
+            {
+                "type": "tool_called",
+                "tool": "book_appointment",
+                "arguments": {"email": "ada@example.com"},
+            },
             {"type": "reply_contains", "text": "Sunny", "turn": 1},
             {"type": "reply_contains", "text": "2026-03-02T10:00:00-05:00", "turn": 2},
             {"type": "reply_contains", "text": "bk_abc123", "turn": 3},
@@ -264,13 +311,21 @@ async def test_anthropic_with_mcp_and_cal_com_booking(
     assert run["provider"] == "anthropic"
     messages = [r for r in fake.requests if r.path == "/v1/messages"]
     assert "Offer mornings first." in messages[0].body["system"]
-    assert all(r.headers.get("x-api-key") == "sk-ant-key-9999" or r.headers.get("authorization") == "Bearer sk-ant-key-9999" for r in messages)
+    assert all(
+        r.headers.get("x-api-key") == "sk-ant-key-9999"
+        or r.headers.get("authorization") == "Bearer sk-ant-key-9999"
+        for r in messages
+    )
     [slots] = [r for r in fake.requests if r.path == "/v2/slots"]
     [booking] = [r for r in fake.requests if r.path == "/v2/bookings"]
     assert booking.body == {
         "start": "2026-03-02T15:00:00Z",
         "eventTypeId": 77,
-        "attendee": {"name": "Ada Lovelace", "email": "ada@example.com", "timeZone": "America/New_York"},
+        "attendee": {
+            "name": "Ada Lovelace",
+            "email": "ada@example.com",
+            "timeZone": "America/New_York",
+        },
         "bookingFieldsResponses": {"notes": "first visit"},
     }
 
@@ -283,18 +338,30 @@ async def test_groq_with_sse_mcp_and_google_calendar_refresh(
     tenant = await engine.tenants.organization()
     await credential(engine, tenant, "groq", api_key="gsk_key_4242", base_url=url)
     await credential(
-        engine, tenant, "google_calendar", api_key="expired-token", base_url=url,
-        client_id="client-1", client_secret="secret-1", refresh_token="refresh-1",
-        token_url=f"{url}/token", calendar_id="team@example.com", slot_minutes=60,
+        engine,
+        tenant,
+        "google_calendar",
+        api_key="expired-token",
+        base_url=url,
+        client_id="client-1",
+        client_secret="secret-1",
+        refresh_token="refresh-1",
+        token_url=f"{url}/token",
+        calendar_id="team@example.com",
+        slot_minutes=60,
     )
     fake.busy = [{"start": "2026-03-02T00:00:00-05:00", "end": "2026-03-02T09:00:00-05:00"}]
     agent_id = await create_agent(
-        engine, tenant, llm_provider="groq",
+        engine,
+        tenant,
+        llm_provider="groq",
         booking_config={"booking_enabled": True, "provider": "google_calendar"},
         mcp_tools=[{"name": "weather", "url": f"{mcp_url}/sse", "transport": "sse"}],
     )
     run = await run_test(
-        engine, tenant, agent_id,
+        engine,
+        tenant,
+        agent_id,
         turns=["Weather please", "Anything available?", "Book it"],
         expectations=[
             {"type": "tool_called", "tool": "get_weather"},
@@ -327,7 +394,9 @@ async def test_provider_refusals_and_outages_are_typed_errors(
     assert refused["error"]["status"] == 401
     assert refused["transcript"][1]["text"] is None
     fake.failures = [503, 503, 503]
-    down = await run_test(engine, tenant, agent_id, turns=["hi", "again"], expectations=[{"type": "end"}])
+    down = await run_test(
+        engine, tenant, agent_id, turns=["hi", "again"], expectations=[{"type": "end"}]
+    )
     assert down["status"] == "error"
     assert down["error"]["code"] == "llm_unavailable"
     assert down["transcript"][-1]["action"] == {"kind": "handoff", "reason": "llm_unavailable"}
@@ -342,7 +411,10 @@ async def test_concurrent_conversations_are_limited(
     redis = Redis.from_url(backend[1]) if backend[1] else None
     limits = ConversationLimits(SimpleNamespace(settings=engine.settings, redis=redis))  # type: ignore[arg-type]
     try:
-        async with limits.conversation(tenant.organization_id, "a"), limits.conversation(tenant.organization_id, "b"):
+        async with (
+            limits.conversation(tenant.organization_id, "a"),
+            limits.conversation(tenant.organization_id, "b"),
+        ):
             response = await engine.client.post(
                 f"/api/v1/agents/{agent_id}/tests",
                 json={"turns": ["hi"], "expectations": [{"type": "end"}]},

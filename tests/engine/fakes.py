@@ -70,7 +70,11 @@ class FakeProviders:
 
     async def _record(self, request: Request) -> Any:
         raw = await request.body()
-        body: Any = orjson.loads(raw) if raw and request.headers.get("content-type", "").startswith("application/json") else raw.decode()
+        body: Any = (
+            orjson.loads(raw)
+            if raw and request.headers.get("content-type", "").startswith("application/json")
+            else raw.decode()
+        )
         with self.lock:
             # The path as sent (percent-encoding kept), not as Starlette decodes it.
             path = request.scope["raw_path"].decode()
@@ -104,7 +108,16 @@ class FakeProviders:
             ("order", "order_status", {"order_id": (_NUMBER.findall(text) or ["0"])[0]}),
             ("weather", "get_weather", {"city": "Paris"}),
             ("available", "check_availability", {"start": "2026-03-02", "end": "2026-03-02"}),
-            ("book", "book_appointment", {"start": "2026-03-02T10:00:00", "name": "Ada Lovelace", "email": "ada@example.com", "notes": "first visit"}),
+            (
+                "book",
+                "book_appointment",
+                {
+                    "start": "2026-03-02T10:00:00",
+                    "name": "Ada Lovelace",
+                    "email": "ada@example.com",
+                    "notes": "first visit",
+                },
+            ),
             ("hours", "search_knowledge", {"query": text}),
         ]
         for word, tool, arguments in rules:
@@ -119,26 +132,58 @@ class FakeProviders:
         failed = self._failure()
         if failed is not None:
             return failed
-        turns = [(m["role"], m.get("content") or "") for m in body["messages"] if m["role"] != "system"]
+        turns = [
+            (m["role"], m.get("content") or "") for m in body["messages"] if m["role"] != "system"
+        ]
         tools = [t["function"]["name"] for t in body.get("tools") or []]
         kind, value = self.decide(turns, tools)
         groq = request.url.path.startswith("/openai/")
-        usage = {"prompt_tokens": USAGE[0], "completion_tokens": USAGE[1], "total_tokens": sum(USAGE)}
+        usage = {
+            "prompt_tokens": USAGE[0],
+            "completion_tokens": USAGE[1],
+            "total_tokens": sum(USAGE),
+        }
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": None}
             if kind == "text":
                 message["content"] = value
             else:
-                message["tool_calls"] = [{"id": "call_1", "type": "function", "function": {"name": value[0], "arguments": orjson.dumps(value[1]).decode()}}]
-            return JSONResponse({
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body["model"],
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop" if kind == "text" else "tool_calls"}],
-                "usage": usage,
-            })
+                message["tool_calls"] = [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {
+                            "name": value[0],
+                            "arguments": orjson.dumps(value[1]).decode(),
+                        },
+                    }
+                ]
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "finish_reason": "stop" if kind == "text" else "tool_calls",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            )
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-            data = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": body["model"],
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            data = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
             return b"data: " + orjson.dumps(data) + b"\n\n"
 
         def events() -> Iterator[bytes]:
@@ -151,16 +196,44 @@ class FakeProviders:
             else:
                 arguments = orjson.dumps(value[1]).decode()
                 half = len(arguments) // 2
-                yield chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": value[0], "arguments": ""}}]})
-                yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]})
-                yield chunk({"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]})
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": value[0], "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+                yield chunk(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]}
+                )
+                yield chunk(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]}
+                )
                 finish = "tool_calls"
             if groq:
                 yield chunk({}, finish, x_groq={"id": "req_1", "usage": usage})
             else:
                 yield chunk({}, finish)
                 if (body.get("stream_options") or {}).get("include_usage"):
-                    yield b"data: " + orjson.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": body["model"], "choices": [], "usage": usage}) + b"\n\n"
+                    yield (
+                        b"data: "
+                        + orjson.dumps(
+                            {
+                                "id": "chatcmpl-1",
+                                "object": "chat.completion.chunk",
+                                "created": 1,
+                                "model": body["model"],
+                                "choices": [],
+                                "usage": usage,
+                            }
+                        )
+                        + b"\n\n"
+                    )
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -187,36 +260,90 @@ class FakeProviders:
         kind, value = self.decide(turns, tools)
         if not body.get("stream"):
             block: dict[str, Any] = (
-                {"type": "text", "text": value} if kind == "text"
+                {"type": "text", "text": value}
+                if kind == "text"
                 else {"type": "tool_use", "id": "toolu_1", "name": value[0], "input": value[1]}
             )
-            return JSONResponse({
-                "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
-                "content": [block], "stop_reason": "end_turn" if kind == "text" else "tool_use",
-                "stop_sequence": None, "usage": {"input_tokens": USAGE[0], "output_tokens": USAGE[1]},
-            })
+            return JSONResponse(
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [block],
+                    "stop_reason": "end_turn" if kind == "text" else "tool_use",
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": USAGE[0], "output_tokens": USAGE[1]},
+                }
+            )
 
         def event(name: str, data: dict[str, Any]) -> bytes:
-            return f"event: {name}\ndata: ".encode() + orjson.dumps({"type": name, **data}) + b"\n\n"
+            return (
+                f"event: {name}\ndata: ".encode() + orjson.dumps({"type": name, **data}) + b"\n\n"
+            )
 
         def events() -> Iterator[bytes]:
-            yield event("message_start", {"message": {
-                "id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": [],
-                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": USAGE[0], "output_tokens": 1}}})
+            yield event(
+                "message_start",
+                {
+                    "message": {
+                        "id": "msg_1",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body["model"],
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": {"input_tokens": USAGE[0], "output_tokens": 1},
+                    }
+                },
+            )
             if kind == "text":
-                yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+                yield event(
+                    "content_block_start",
+                    {"index": 0, "content_block": {"type": "text", "text": ""}},
+                )
                 for index, word in enumerate(value.split(" ")):
-                    yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": word if index == 0 else " " + word}})
+                    yield event(
+                        "content_block_delta",
+                        {
+                            "index": 0,
+                            "delta": {
+                                "type": "text_delta",
+                                "text": word if index == 0 else " " + word,
+                            },
+                        },
+                    )
                 stop = "end_turn"
             else:
-                yield event("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": value[0], "input": {}}})
+                yield event(
+                    "content_block_start",
+                    {
+                        "index": 0,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": value[0],
+                            "input": {},
+                        },
+                    },
+                )
                 arguments = orjson.dumps(value[1]).decode()
                 half = len(arguments) // 2
                 for part in (arguments[:half], arguments[half:]):
-                    yield event("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta", "partial_json": part}})
+                    yield event(
+                        "content_block_delta",
+                        {"index": 0, "delta": {"type": "input_json_delta", "partial_json": part}},
+                    )
                 stop = "tool_use"
             yield event("content_block_stop", {"index": 0})
-            yield event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": USAGE[1]}})
+            yield event(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": USAGE[1]},
+                },
+            )
             yield event("message_stop", {})
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -225,18 +352,42 @@ class FakeProviders:
 
     async def cal_slots(self, request: Request) -> Response:
         await self._record(request)
-        if request.headers.get("authorization") != "Bearer cal_live_key" or request.headers.get("cal-api-version") != "2024-09-04":
-            return JSONResponse({"status": "error", "error": {"code": "UNAUTHORIZED"}}, status_code=401)
+        if (
+            request.headers.get("authorization") != "Bearer cal_live_key"
+            or request.headers.get("cal-api-version") != "2024-09-04"
+        ):
+            return JSONResponse(
+                {"status": "error", "error": {"code": "UNAUTHORIZED"}}, status_code=401
+            )
         day = self.slots[0][:10] if self.slots else "2026-03-02"
-        return JSONResponse({"status": "success", "data": {day: [{"start": slot} for slot in self.slots]}})
+        return JSONResponse(
+            {"status": "success", "data": {day: [{"start": slot} for slot in self.slots]}}
+        )
 
     async def cal_bookings(self, request: Request) -> Response:
         body = await self._record(request)
-        if request.headers.get("authorization") != "Bearer cal_live_key" or request.headers.get("cal-api-version") != "2024-08-13":
+        if (
+            request.headers.get("authorization") != "Bearer cal_live_key"
+            or request.headers.get("cal-api-version") != "2024-08-13"
+        ):
             return JSONResponse({"status": "error"}, status_code=401)
         if not body.get("attendee", {}).get("email"):
-            return JSONResponse({"status": "error", "error": {"message": "attendee.email required"}}, status_code=400)
-        return JSONResponse({"status": "success", "data": {"id": 321, "uid": "bk_abc123", "start": body["start"], "status": "accepted"}}, status_code=201)
+            return JSONResponse(
+                {"status": "error", "error": {"message": "attendee.email required"}},
+                status_code=400,
+            )
+        return JSONResponse(
+            {
+                "status": "success",
+                "data": {
+                    "id": 321,
+                    "uid": "bk_abc123",
+                    "start": body["start"],
+                    "status": "accepted",
+                },
+            },
+            status_code=201,
+        )
 
     # Google Calendar v3 and OAuth
 
@@ -246,17 +397,34 @@ class FakeProviders:
     async def free_busy(self, request: Request) -> Response:
         body = await self._record(request)
         if not self._google_ok(request):
-            return JSONResponse({"error": {"code": 401, "message": "Invalid Credentials"}}, status_code=401)
+            return JSONResponse(
+                {"error": {"code": 401, "message": "Invalid Credentials"}}, status_code=401
+            )
         calendar_id = body["items"][0]["id"]
-        return JSONResponse({"kind": "calendar#freeBusy", "timeMin": body["timeMin"], "timeMax": body["timeMax"],
-                             "calendars": {calendar_id: {"busy": self.busy}}})
+        return JSONResponse(
+            {
+                "kind": "calendar#freeBusy",
+                "timeMin": body["timeMin"],
+                "timeMax": body["timeMax"],
+                "calendars": {calendar_id: {"busy": self.busy}},
+            }
+        )
 
     async def insert_event(self, request: Request) -> Response:
         body = await self._record(request)
         if not self._google_ok(request):
-            return JSONResponse({"error": {"code": 401, "message": "Invalid Credentials"}}, status_code=401)
-        return JSONResponse({"kind": "calendar#event", "id": "evt123", "status": "confirmed",
-                             "htmlLink": "https://calendar.example.com/evt123", **body})
+            return JSONResponse(
+                {"error": {"code": 401, "message": "Invalid Credentials"}}, status_code=401
+            )
+        return JSONResponse(
+            {
+                "kind": "calendar#event",
+                "id": "evt123",
+                "status": "confirmed",
+                "htmlLink": "https://calendar.example.com/evt123",
+                **body,
+            }
+        )
 
     async def token(self, request: Request) -> Response:
         form = await request.form()
@@ -265,19 +433,27 @@ class FakeProviders:
         if form.get("grant_type") != "refresh_token" or form.get("refresh_token") != "refresh-1":
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         self.google_token = "google-access-2"
-        return JSONResponse({"access_token": self.google_token, "expires_in": 3599, "token_type": "Bearer"})
+        return JSONResponse(
+            {"access_token": self.google_token, "expires_in": 3599, "token_type": "Bearer"}
+        )
 
     def app(self) -> Starlette:
-        return Starlette(routes=[
-            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-            Route("/openai/v1/chat/completions", self.chat_completions, methods=["POST"]),
-            Route("/v1/messages", self.messages, methods=["POST"]),
-            Route("/v2/slots", self.cal_slots, methods=["GET"]),
-            Route("/v2/bookings", self.cal_bookings, methods=["POST"]),
-            Route("/calendar/v3/freeBusy", self.free_busy, methods=["POST"]),
-            Route("/calendar/v3/calendars/{calendar_id}/events", self.insert_event, methods=["POST"]),
-            Route("/token", self.token, methods=["POST"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/openai/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v2/slots", self.cal_slots, methods=["GET"]),
+                Route("/v2/bookings", self.cal_bookings, methods=["POST"]),
+                Route("/calendar/v3/freeBusy", self.free_busy, methods=["POST"]),
+                Route(
+                    "/calendar/v3/calendars/{calendar_id}/events",
+                    self.insert_event,
+                    methods=["POST"],
+                ),
+                Route("/token", self.token, methods=["POST"]),
+            ]
+        )
 
 
 @contextmanager

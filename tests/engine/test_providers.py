@@ -40,7 +40,10 @@ def mcp_server() -> Iterator[tuple[str, list[dict[str, object]]]]:
 
 
 def settings_for(tmp_path: Path, **overrides: object) -> Settings:
-    values: dict[str, object] = {"allow_private_webhook_urls": True, "llm_retry_backoff_seconds": 0.0}
+    values: dict[str, object] = {
+        "allow_private_webhook_urls": True,
+        "llm_retry_backoff_seconds": 0.0,
+    }
     values.update(overrides)
     return make_settings("sqlite+aiosqlite://", tmp_path, **values)
 
@@ -52,7 +55,9 @@ async def clients(tmp_path: Path) -> AsyncIterator[EngineClients]:
     await made.aclose()
 
 
-def request(text: str, *, stream: bool, tools: tuple[ToolSpec, ...] = (ORDER_TOOL,)) -> CompletionRequest:
+def request(
+    text: str, *, stream: bool, tools: tuple[ToolSpec, ...] = (ORDER_TOOL,)
+) -> CompletionRequest:
     return CompletionRequest(
         system="You are Ava.",
         messages=[Message.user(text)],
@@ -194,7 +199,9 @@ async def test_the_url_guard_runs_at_call_time(
     fake.reset()
     guarded = EngineClients(settings_for(tmp_path, allow_private_webhook_urls=False))
     try:
-        model = guarded.language_model({"llm_provider": "openai", "llm_model": "m", "llm_base_url": url + "/v1"}, None)
+        model = guarded.language_model(
+            {"llm_provider": "openai", "llm_model": "m", "llm_base_url": url + "/v1"}, None
+        )
         assert model is not None
         with pytest.raises(ProviderFailure) as caught:
             await model.complete(request("hi", stream=True))
@@ -216,7 +223,12 @@ async def test_mcp_tools_listed_cached_and_called(
 ) -> None:
     url, calls = mcp_server
     calls.clear()
-    server = {"name": "weather", "url": url + path, "transport": transport, "allowed_tools": ["get_weather"]}
+    server = {
+        "name": "weather",
+        "url": url + path,
+        "transport": transport,
+        "allowed_tools": ["get_weather"],
+    }
     specs = await clients.mcp.tools(AGENT, server)
     assert specs is not None
     assert [spec.name for spec in specs] == ["get_weather"]

@@ -17,7 +17,9 @@ BASE = "/api/v1/provider-credentials"
 KEY = "sk-live-abcdefghijklmnop9876"
 
 
-async def put(client: httpx.AsyncClient, tenant: Tenant, provider: str, **body: Any) -> httpx.Response:
+async def put(
+    client: httpx.AsyncClient, tenant: Tenant, provider: str, **body: Any
+) -> httpx.Response:
     return await client.put(f"{BASE}/{provider}", json=body, headers=tenant.headers)
 
 
@@ -34,7 +36,12 @@ async def test_set_list_replace_and_delete(
     assert KEY not in response.text
 
     response = await put(
-        client, acme, "cal_com", api_key="cal_live_0000", base_url="https://93.184.216.35", event_type_id=42
+        client,
+        acme,
+        "cal_com",
+        api_key="cal_live_0000",
+        base_url="https://93.184.216.35",
+        event_type_id=42,
     )
     assert response.status_code == 200, response.text
     listed = await client.get(BASE, headers=acme.headers)
@@ -42,7 +49,9 @@ async def test_set_list_replace_and_delete(
     assert [item["provider"] for item in listed.json()["data"]] == ["cal_com", "openai"]
     assert KEY not in listed.text
 
-    replaced = await put(client, acme, "openai", api_key="sk-other-1111", base_url="https://93.184.216.34/v1")
+    replaced = await put(
+        client, acme, "openai", api_key="sk-other-1111", base_url="https://93.184.216.34/v1"
+    )
     assert replaced.json()["api_key_last4"] == "1111"
     assert replaced.json()["base_url"] == "https://93.184.216.34/v1"
     async with sessionmaker() as session:
@@ -81,7 +90,11 @@ async def test_unknown_providers_bad_input_and_the_url_guard(
     foreign = await put(client, acme, "openai", api_key=KEY, event_type_id=3)
     assert foreign.status_code == 422
     assert foreign.json()["detail"] == [
-        {"loc": ["body", "event_type_id"], "msg": "Not a field of provider openai", "type": "extra_forbidden"}
+        {
+            "loc": ["body", "event_type_id"],
+            "msg": "Not a field of provider openai",
+            "type": "extra_forbidden",
+        }
     ]
     half_oauth = await put(client, acme, "google_calendar", api_key="ya29", client_id="c")
     assert half_oauth.status_code == 422
@@ -91,8 +104,14 @@ async def test_unknown_providers_bad_input_and_the_url_guard(
         "detail": "base_url: URL must not resolve to a private, loopback or link-local address"
     }
     metadata = await put(
-        client, acme, "google_calendar", api_key="ya29", client_id="c", client_secret="s",
-        refresh_token="r", token_url="http://169.254.169.254/token",
+        client,
+        acme,
+        "google_calendar",
+        api_key="ya29",
+        client_id="c",
+        client_secret="s",
+        refresh_token="r",
+        token_url="http://169.254.169.254/token",
     )
     assert metadata.status_code == 400
     assert (await client.get(BASE, headers=acme.headers)).json() == {"data": []}
@@ -135,10 +154,15 @@ async def test_graphql(client: httpx.AsyncClient, acme: Tenant, tenants: TenantF
         {"code": "not_found", "message": "Unknown provider", "field": "provider"}
     ]
     bad = await graphql(
-        client, SET, {"provider": "groq", "input": {"apiKey": "x", "baseUrl": "http://10.0.0.1/"}}, acme.headers
+        client,
+        SET,
+        {"provider": "groq", "input": {"apiKey": "x", "baseUrl": "http://10.0.0.1/"}},
+        acme.headers,
     )
     assert bad["data"]["setProviderCredential"]["errors"][0]["code"] == "invalid_input"
-    listed = await graphql(client, "{ providerCredentials { provider apiKeyLast4 } }", headers=acme.headers)
+    listed = await graphql(
+        client, "{ providerCredentials { provider apiKeyLast4 } }", headers=acme.headers
+    )
     assert listed["data"]["providerCredentials"] == [{"provider": "groq", "apiKeyLast4": "6789"}]
     deleted = await graphql(
         client,
