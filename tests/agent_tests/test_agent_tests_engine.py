@@ -200,7 +200,10 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
         tenant.headers,
     )
     run_id = queued["data"]["runAgentTest"]["agentTestRun"]["id"]
-    query = "query One($id: ID!) { agentTestRun(id: $id) { status results usage { inputTokens } transcript } }"
+    query = (
+        "query One($id: ID!) { agentTestRun(id: $id) "
+        "{ status results usage { inputTokens } transcript } }"
+    )
     seen: dict[str, Any] = {}
 
     async def done() -> bool:
@@ -317,6 +320,7 @@ async def test_anthropic_with_mcp_and_cal_com_booking(
         for r in messages
     )
     [slots] = [r for r in fake.requests if r.path == "/v2/slots"]
+    assert slots.headers["cal-api-version"] == "2024-09-04"
     [booking] = [r for r in fake.requests if r.path == "/v2/bookings"]
     assert booking.body == {
         "start": "2026-03-02T15:00:00Z",

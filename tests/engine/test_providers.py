@@ -89,7 +89,8 @@ async def test_tool_calls_text_and_usage(
     fake.reset()
     config = {"llm_provider": provider, "llm_model": "m-1", "llm_base_url": url + suffix}
     model = clients.language_model(config, None)
-    assert model is not None and model.provider == provider
+    assert model is not None
+    assert model.provider == provider
     asked = await model.complete(request("Where is my order 1234?", stream=stream))
     assert asked.text == ""
     [call] = asked.tool_calls
@@ -179,8 +180,10 @@ async def test_keys_retries_and_failures(
         model, toolbox, system="s", history=[Message.user("hi")], temperature=0, limits=limits
     )
     assert failed.reply is None
-    assert failed.action is not None and failed.action.reason == "llm_unavailable"
-    assert failed.failure is not None and failed.failure.code == "llm_unavailable"
+    assert failed.action is not None
+    assert failed.action.reason == "llm_unavailable"
+    assert failed.failure is not None
+    assert failed.failure.code == "llm_unavailable"
 
     fake.reset()
     fake.failures = [401]  # a bad key is not retried

@@ -131,6 +131,10 @@ async def test_scope_and_tenants(
     assert len((await client.get(BASE, headers=acme.headers)).json()["data"]) == 1
 
 
+DELETE = (
+    'mutation { deleteProviderCredential(provider: "groq") '
+    "{ deletedProvider errors { code message } } }"
+)
 SET = """
 mutation Set($provider: String!, $input: ProviderCredentialInput!) {
   setProviderCredential(provider: $provider, input: $input) {
@@ -166,13 +170,13 @@ async def test_graphql(client: httpx.AsyncClient, acme: Tenant, tenants: TenantF
     assert listed["data"]["providerCredentials"] == [{"provider": "groq", "apiKeyLast4": "6789"}]
     deleted = await graphql(
         client,
-        'mutation { deleteProviderCredential(provider: "groq") { deletedProvider errors { code message } } }',
+        DELETE,
         headers=acme.headers,
     )
     assert deleted["data"]["deleteProviderCredential"] == {"deletedProvider": "groq", "errors": []}
     missing = await graphql(
         client,
-        'mutation { deleteProviderCredential(provider: "groq") { deletedProvider errors { code message } } }',
+        DELETE,
         headers=acme.headers,
     )
     assert missing["data"]["deleteProviderCredential"]["errors"] == [
