@@ -166,6 +166,7 @@ async def simulate_call(job: JobContext) -> datetime | None:
         cost=round(played.cost, 6),
         transcript=played.transcript,
         summary=conversation.summarize(profile.name, played),
+        tokens=(played.usage.input_tokens, played.usage.output_tokens),
         events=played.events,
     )
     await _finish_with(job, update, False)

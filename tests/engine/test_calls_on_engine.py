@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.calls.test_calls_engine import call_log, create_agent, dispatch, ended
-from tests.conftest import fresh_database
+from tests.conftest import fresh_database, graphql
 from tests.engine.fakes import FakeProviders, running_providers
 from tests.webhooks.receiver import running_receiver
 from tests.webhooks.test_delivery_engine import Engine, running_engine
@@ -81,6 +81,13 @@ async def test_a_test_call_on_the_model(
     # Two model requests (the handoff ends its turn at once), 120 in / 30 out each.
     assert log["cost"] == pytest.approx(2 * (120 * 0.15 + 30 * 0.60) / 1_000_000)
     assert "handed off" in log["summary"]
+    tokens = await graphql(
+        engine.client,
+        "query One($id: ID!) { callLog(id: $id) { inputTokens outputTokens } }",
+        {"id": started["id"]},
+        tenant.headers,
+    )
+    assert tokens["data"]["callLog"] == {"inputTokens": 240, "outputTokens": 60}
     by_type = {delivery.json["type"]: delivery.json["data"] for delivery in received}
     reply = by_type["ai.reply.generated"]
     assert (reply["source"], reply["provider"], reply["model"]) == ("llm", "openai", "gpt-4o-mini")

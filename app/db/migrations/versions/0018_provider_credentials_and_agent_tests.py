@@ -1,4 +1,4 @@
-"""provider credentials and agent test runs
+"""provider credentials, agent test runs, model tokens of calls
 
 Revision ID: 0018
 Revises: 0017
@@ -98,6 +98,18 @@ def upgrade() -> None:
         )
 
 
+    with op.batch_alter_table("call_logs") as batch:
+        batch.add_column(
+            sa.Column("input_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False)
+        )
+        batch.add_column(
+            sa.Column("output_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False)
+        )
+
+
 def downgrade() -> None:
+    with op.batch_alter_table("call_logs") as batch:
+        batch.drop_column("output_tokens")
+        batch.drop_column("input_tokens")
     op.drop_table("agent_test_runs")
     op.drop_table("provider_credentials")
