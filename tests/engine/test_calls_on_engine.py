@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.calls.test_calls_engine import call_log, create_agent, dispatch, ended
-from tests.conftest import fresh_database, graphql
+from tests.conftest import Tenant, fresh_database, graphql
 from tests.engine.fakes import FakeProviders, running_providers
 from tests.webhooks.receiver import running_receiver
 from tests.webhooks.test_delivery_engine import Engine, running_engine
@@ -45,6 +46,21 @@ async def engine(committed_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         yield running
 
 
+async def play_call(
+    engine: Engine, tenant: Tenant, agent_id: str, script: list[str], events: int
+) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """A test-mode call of `script`: its start, its ended log and the first `events`
+    webhook deliveries of the engine's events."""
+    with running_receiver() as hooks:
+        await engine.subscribe(tenant, f"{hooks.url}/hook", EVENTS)
+        started = await dispatch(
+            engine, tenant, agent_id=agent_id, to_number="+14155550123", metadata={"script": script}
+        )
+        log = await ended(engine, tenant, started["id"])
+        received = await asyncio.to_thread(hooks.wait_for, events, 15.0)
+    return started, log, received
+
+
 async def test_a_test_call_on_the_model(
     engine: Engine, providers: tuple[FakeProviders, str]
 ) -> None:
@@ -58,17 +74,9 @@ async def test_a_test_call_on_the_model(
     )
     assert response.status_code == 200
     agent_id = await create_agent(engine, tenant)
-    with running_receiver() as hooks:
-        await engine.subscribe(tenant, f"{hooks.url}/hook", EVENTS)
-        started = await dispatch(
-            engine,
-            tenant,
-            agent_id=agent_id,
-            to_number="+14155550123",
-            metadata={"script": ["Hello there", "Can I speak to a person?"]},
-        )
-        log = await ended(engine, tenant, started["id"])
-        received = await asyncio.to_thread(hooks.wait_for, 3, 15.0)
+    started, log, received = await play_call(
+        engine, tenant, agent_id, ["Hello there", "Can I speak to a person?"], 3
+    )
     texts = [segment["text"] for segment in log["transcript"]]
     assert texts == [
         "Hi, this is Ava.",
@@ -110,17 +118,9 @@ async def test_a_model_that_stays_down_hands_off(
     fake.failures = [500] * 3
     tenant = await engine.tenants.organization()
     agent_id = await create_agent(engine, tenant, llm_base_url=url + "/v1")
-    with running_receiver() as hooks:
-        await engine.subscribe(tenant, f"{hooks.url}/hook", EVENTS)
-        started = await dispatch(
-            engine,
-            tenant,
-            agent_id=agent_id,
-            to_number="+14155550123",
-            metadata={"script": ["Hello there", "Anyone?"]},
-        )
-        log = await ended(engine, tenant, started["id"])
-        [handoff] = await asyncio.to_thread(hooks.wait_for, 1, 15.0)
+    started, log, [handoff] = await play_call(
+        engine, tenant, agent_id, ["Hello there", "Anyone?"], 1
+    )
     assert [s["speaker"] for s in log["transcript"]] == ["agent", "caller"]
     assert handoff.json["type"] == "agent.handoff"
     assert handoff.json["data"]["reason"] == "llm_unavailable"

@@ -98,18 +98,16 @@ def upgrade() -> None:
         )
 
 
-    with op.batch_alter_table("call_logs") as batch:
-        batch.add_column(
-            sa.Column("input_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False)
-        )
-        batch.add_column(
-            sa.Column("output_tokens", sa.Integer(), server_default=sa.text("0"), nullable=False)
+    # Plain ADD COLUMN, never batch mode: SQLite's batch rebuild of call_logs would drop its
+    # counter triggers (app/db/counters.py).
+    for name in ("input_tokens", "output_tokens"):
+        op.add_column(
+            "call_logs", sa.Column(name, sa.Integer(), server_default=sa.text("0"), nullable=False)
         )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("call_logs") as batch:
-        batch.drop_column("output_tokens")
-        batch.drop_column("input_tokens")
+    for name in ("output_tokens", "input_tokens"):
+        op.drop_column("call_logs", name)  # ALTER TABLE DROP COLUMN (SQLite 3.35+ too)
     op.drop_table("agent_test_runs")
     op.drop_table("provider_credentials")
