@@ -71,7 +71,7 @@ class AgentTestCreate(BaseModel):
 
     name: Annotated[str, StringConstraints(max_length=255)] | None = None
     turns: list[UserTurn] = Field(min_length=1, max_length=MAX_TURNS)
-    tool_mocks: dict[ToolName, Any] = Field(
+    tool_mocks: dict[str, Any] = Field(
         default_factory=dict,
         max_length=MAX_MOCKS,
         description="Tool name → its result (text or JSON), instead of running the tool",

@@ -3,15 +3,15 @@
 The body is `api_key` and `base_url?` for every provider, plus fields of its own for the
 providers that need more than a key: Cal.com's `event_type_id`; Google Calendar's
 `calendar_id`, `slot_minutes` and OAuth refresh fields (`client_id`, `client_secret`,
-`refresh_token`, `token_url`). A field that belongs to another provider is refused, so a
-typo never passes silently. docs/api.md, "Provider credentials", lists them.
+`refresh_token`, `token_url`). A field that belongs to another provider is ignored, as every
+field the service does not know is. docs/api.md, "Provider credentials", lists them.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.agents.config import HttpUrl
 from app.kit.validation import NOT_BLANK_PATTERN
@@ -83,19 +83,11 @@ class ProviderCredentialPut(BaseModel):
         description="google_calendar: OAuth token endpoint (default Google's); passes the guard",
     )
 
-    @model_validator(mode="after")
-    def _refresh_fields_together(self) -> ProviderCredentialPut:
-        given = [self.client_id, self.client_secret, self.refresh_token]
-        if any(given) and not all(given):
-            raise ValueError("client_id, client_secret and refresh_token go together")
-        return self
-
-    def options(self) -> dict[str, Any]:
-        """The provider-specific fields that were given."""
-        names = {name for fields in PROVIDER_FIELDS.values() for name in fields}
-        return {
-            name: getattr(self, name) for name in sorted(names) if getattr(self, name) is not None
-        }
+    def options(self, provider: str) -> dict[str, Any]:
+        """The fields of `provider` that were given; another provider's are ignored, as
+        every unknown field is."""
+        names = PROVIDER_FIELDS.get(provider, ())
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
 class ProviderCredentialResponse(BaseModel):

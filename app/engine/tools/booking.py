@@ -261,7 +261,7 @@ class Calendar:
 
     async def _refresh(self) -> bool:
         options = self.credential.options
-        if not options.get("refresh_token"):
+        if not all(options.get(name) for name in ("client_id", "client_secret", "refresh_token")):
             return False
         exchange = await self.caller.exchange(
             "POST",
