@@ -136,6 +136,31 @@ class Settings(BaseSettings):
     telephony_timeout_seconds: float = Field(default=10.0, gt=0)
     # A simulated custom-tool or LLM request of an agent call gives up after this long.
     agent_tool_timeout_seconds: float = Field(default=5.0, gt=0)
+    # The conversation engine (app/engine/): every turn of every agent, whatever the channel.
+    # A turn (model rounds and tool calls together) ends by this deadline.
+    engine_turn_deadline_seconds: float = Field(default=30.0, gt=0)
+    # Model calls of one turn that may ask for tools before the model must answer in words.
+    engine_max_tool_rounds: int = Field(default=4, ge=0, le=20)
+    # What the model sees of a conversation: the last N messages within a token budget.
+    engine_history_messages: int = Field(default=20, ge=1, le=500)
+    engine_history_tokens: int = Field(default=4000, ge=100)
+    # Characters of one tool answer (custom, MCP, booking, knowledge) handed to the model.
+    engine_tool_result_chars: int = Field(default=4000, ge=100, le=100_000)
+    # Tools an MCP server lists are kept this long per agent version (refreshed on failure).
+    engine_mcp_cache_seconds: float = Field(default=300.0, ge=0)
+    # Model requests: each attempt's timeout, retries on 429/5xx/timeouts and their first
+    # backoff (doubling, with jitter; a provider's Retry-After wins when longer).
+    llm_request_timeout_seconds: float = Field(default=20.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, le=10)
+    llm_retry_backoff_seconds: float = Field(default=0.5, ge=0)
+    llm_max_output_tokens: int = Field(default=512, ge=1, le=32_000)
+    # Streamed responses (SSE); false asks providers for one whole response instead.
+    llm_streaming: bool = True
+    # USD per million tokens, `{"provider/model": [input, output]}`, over the built-in table.
+    llm_prices: str | None = None
+    # Per organization: conversations an agent holds at once (calls, tests, chats) and replies.
+    ai_max_concurrent_conversations: int = Field(default=50, ge=1)
+    ai_replies_per_minute: str = "600/m"
     # campaignProgress re-reads a scheduled, sending or paused campaign's row this often
     # (status callbacks move counters without an event of their own).
     campaign_progress_poll_seconds: float = Field(default=0.5, gt=0, le=1.0)
@@ -167,6 +192,14 @@ class Settings(BaseSettings):
     embeddings_model_path: Path | None = None
     embeddings_allow_private_url: bool = False
 
+    @field_validator("llm_prices")
+    @classmethod
+    def _valid_prices(cls, value: str | None) -> str | None:
+        from app.engine.pricing import parse_prices  # the table's one reader
+
+        parse_prices(value)
+        return value
+
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
         # A run's lease must outlast its longest step (one webhook attempt, bounded by the
@@ -187,6 +220,7 @@ class Settings(BaseSettings):
         "login_rate_limit_per_address",
         "auth_failure_rate_limit_per_address",
         "knowledge_upload_rate_limit",
+        "ai_replies_per_minute",
     )
     @classmethod
     def _valid_rate(cls, value: str) -> str:
@@ -202,6 +236,7 @@ class Settings(BaseSettings):
         "embeddings_model_path",
         "whatsapp_app_secret",
         "whatsapp_verify_token",
+        "llm_prices",
         mode="before",
     )
     @classmethod
@@ -255,6 +290,10 @@ class Settings(BaseSettings):
     @cached_property
     def knowledge_upload_limit(self) -> RateLimit:
         return RateLimit.parse(self.knowledge_upload_rate_limit)
+
+    @cached_property
+    def ai_replies_limit(self) -> RateLimit:
+        return RateLimit.parse(self.ai_replies_per_minute)
 
 
 @lru_cache(maxsize=1)

@@ -24,4 +24,6 @@ DOMAINS: tuple[str, ...] = (
     "app.events",
     "app.knowledge",
     "app.campaigns",
+    "app.provider_credentials",
+    "app.agent_tests",
 )

@@ -79,6 +79,8 @@ SUCCESS_NEEDS_STATE = frozenset(
         "POST /api/v1/inbox/tickets/{ticket_id}/messages",
         "DELETE /api/v1/templates/{template_id}",
         "POST /api/v1/knowledge-base/upload",
+        # Two path ids that must name a run of that agent; one generated id fills both.
+        "GET /api/v1/agents/{agent_id}/tests/{test_id}",
     }
 )
 EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode
@@ -621,6 +623,8 @@ def _with_seeded_references(case: Any, target: Target, pick: int) -> Any:
 
 
 def _seeded_ids(operation: Any, target: Target) -> list[str]:
+    if "{provider}" in operation.path:
+        return ["openai", "anthropic", "cal_com", "google_calendar", "mistral"]
     if "{webhook_id}" in operation.path:
         return [*target.webhook_ids, *target.foreign_webhook_ids]
     if "{agent_id}" in operation.path:

@@ -39,6 +39,8 @@ SAMPLES: dict[str, Any] = {
     "knowledge_upload_rate_limit": "5/m",
     "embeddings_provider": "openai",
     "embeddings_model_path": Path("/srv/models/minilm"),
+    "ai_replies_per_minute": "90/m",
+    "llm_prices": '{"openai/gpt-4o": [2.5, 10]}',
 }
 
 

@@ -109,6 +109,8 @@ class CallLog:
     )
     summary: str | None
     cost: float = strawberry.field(description="USD")
+    input_tokens: int = strawberry.field(description="Model tokens read by the agent's replies")
+    output_tokens: int = strawberry.field(description="Model tokens written by its replies")
     livemode: bool
     created_at: datetime
     updated_at: datetime

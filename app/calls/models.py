@@ -5,7 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -86,6 +96,9 @@ class CallLog(TimestampMixin, Base):
     summary: Mapped[str | None] = mapped_column(Text, nullable=True)
     # USD. A double: the API reports it as a JSON number and nothing sums it server-side.
     cost: Mapped[float] = mapped_column(Amount(), default=0.0)
+    # Model tokens of the agent's replies in the call (the conversation engine's usage).
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class AgentPhoneNumber(TimestampMixin, Base):

@@ -58,6 +58,8 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         CallLog.transcript,
         CallLog.summary,
         CallLog.cost,
+        CallLog.input_tokens,
+        CallLog.output_tokens,
         CallLog.livemode,
         CallLog.created_at,
         CallLog.updated_at,

@@ -9,19 +9,16 @@ the call `failed`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import structlog
 
 from app.agents.models import Agent
 from app.calls import conversation, telephony
-from app.calls.knowledge import agent_subject, knowledge_lookup
-from app.calls.llm import chat_reply
 from app.calls.models import CallLog
-from app.calls.tools import ToolCaller
 from app.config import Settings
+from app.engine.engine import ConversationEngine, EngineClients
+from app.engine.types import AgentProfile
 from app.integrations.telephony.base import CallPlacement, Carrier, CarrierError
 from app.integrations.telephony.simulator import ANSWERED, SimulatedCarrier, simulated_outcome
 from app.integrations.telephony.twilio import TwilioCarrier
@@ -51,13 +48,6 @@ class LiveCarrier:
     async def aclose(self) -> None:
         if self.client is not None:
             await self.client.aclose()
-
-
-def tool_caller(settings: Settings) -> ToolCaller:
-    return ToolCaller(
-        allow_private=settings.allow_private_webhook_urls,
-        timeout=settings.agent_tool_timeout_seconds,
-    )
 
 
 async def _load(job: JobContext, call_log_id: str) -> tuple[CallLog, Agent | None] | None:
@@ -147,37 +137,36 @@ async def simulate_call(job: JobContext) -> datetime | None:
     if outcome != ANSWERED:
         await _finish_with(job, telephony.StatusUpdate(call_log_id, sid, outcome), False)
         return None
-    agent_view: dict[str, Any] = (
-        {"name": agent.name, "config": agent.config}
+    profile = (
+        AgentProfile.of(agent, livemode=False)
         if agent is not None
-        else {"name": "The agent", "config": {}}
+        else AgentProfile(
+            agent_id=call_log.agent_id or "",
+            organization_id=call_log.organization_id,
+            livemode=False,
+            name="The agent",
+            timezone="UTC",
+            config={},
+            version="",
+        )
     )
-    resources = job.runtime.resources
-    caller = job.runtime.shared(tool_caller)
-    config = agent_view["config"]
-    replier: conversation.Replier | None = None
-    if config.get("llm_base_url"):
-
-        async def replier(question: str, passages: Sequence[conversation.Passage]) -> str | None:
-            return await chat_reply(caller, config, question, passages)
-
-    reader = agent_subject(call_log.organization_id, call_log.agent_id, call_log.livemode)
-    played = await conversation.simulate(
-        agent=agent_view,
-        script=script,
-        lookup=lambda question: knowledge_lookup(resources, reader, question),
-        run_tool=caller,
-        call={"call_log_id": call_log_id, "call_id": sid, "agent_id": call_log.agent_id},
-        reply=replier,
-    )
+    engine = ConversationEngine(job.runtime.resources, job.runtime.shared(EngineClients))
+    async with engine.conversation(profile, f"call:{call_log_id}"):
+        played = await conversation.simulate(
+            engine,
+            profile,
+            script,
+            {"call_log_id": call_log_id, "call_id": sid, "agent_id": call_log.agent_id},
+        )
     update = telephony.StatusUpdate(
         call_log_id,
         sid,
         "completed",
         duration_seconds=played.duration_seconds,
-        cost=0.0,
+        cost=round(played.cost, 6),
         transcript=played.transcript,
-        summary=conversation.summarize(agent_view["name"], played),
+        summary=conversation.summarize(profile.name, played),
+        tokens=(played.usage.input_tokens, played.usage.output_tokens),
         events=played.events,
     )
     await _finish_with(job, update, False)

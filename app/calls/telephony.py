@@ -118,6 +118,8 @@ class StatusUpdate:
     # Only the simulator knows what was said.
     transcript: list[dict[str, Any]] | None = None
     summary: str | None = None
+    # (input, output) model tokens of the agent's replies.
+    tokens: tuple[int, int] | None = None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
@@ -169,6 +171,8 @@ async def apply_status(
         call_log.transcript = update_.transcript
     if update_.summary is not None:
         call_log.summary = update_.summary
+    if update_.tokens is not None:
+        call_log.input_tokens, call_log.output_tokens = update_.tokens
     await session.flush()
     for event_type, data in update_.events:
         await emit(session, call_log, event_type, data)

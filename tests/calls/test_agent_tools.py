@@ -11,15 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from app.calls.conversation import (
-    Passage,
-    ToolResult,
-    best_sentence,
-    matching_tool,
-    simulate,
-    tool_arguments,
-)
-from app.calls.tools import ToolCaller, answer_text
+from app.engine.knowledge import Passage
+from app.engine.providers.offline import best_sentence, matching_tool, tool_arguments
+from app.engine.tools.http import ToolCaller, ToolResult, answer_text
+from app.engine.types import ToolSpec
 from tests.calls.fake_carrier import ServedApp
 from tests.webhooks.receiver import Answer, running_receiver
 
@@ -112,15 +107,17 @@ def test_answer_text() -> None:
 
 
 def test_tool_matching_and_arguments() -> None:
-    other = {**ORDER_TOOL, "name": "book_table"}
-    assert matching_tool("What's the status of my orders?", [other, ORDER_TOOL]) is ORDER_TOOL
-    assert matching_tool("Can I book a table for two?", [ORDER_TOOL, other]) is other
-    assert matching_tool("What are your hours?", [ORDER_TOOL, other]) is None
-    assert tool_arguments("Where is order 55-12, I need 3?", ORDER_TOOL) == {
+    order = ToolSpec("order_status", "Orders", ORDER_TOOL["parameters"], "custom")  # type: ignore[arg-type]
+    other = ToolSpec("book_table", "Tables", {"type": "object"}, "custom")
+    assert matching_tool("What's the status of my orders?", [other, order]) is order
+    assert matching_tool("Can I book a table for two?", [order, other]) is other
+    assert matching_tool("What are your hours?", [order, other]) is None
+    parameters = order.parameters
+    assert tool_arguments("Where is order 55-12, I need 3?", parameters) == {
         "order_id": "55-12",
         "quantity": 5512,
     }
-    assert tool_arguments("Where is my order?", ORDER_TOOL) == {"order_id": "Where is my order?"}
+    assert tool_arguments("Where is my order?", parameters) == {"order_id": "Where is my order?"}
 
 
 def test_best_sentence_prefers_the_most_shared_words() -> None:
@@ -135,26 +132,3 @@ def test_best_sentence_prefers_the_most_shared_words() -> None:
     assert sentence == "Our store opens at 9 am on weekdays."
     assert passage is passages[1]
     assert best_sentence("Do you ship to Mars?", passages) is None
-
-
-async def test_conversation_without_knowledge_says_so_and_ends_on_goodbye() -> None:
-    async def nothing(question: str) -> list[Passage]:
-        return []
-
-    async def no_tool(tool: dict[str, object], arguments: dict[str, object]) -> ToolResult:
-        raise AssertionError("no tool should be called")
-
-    played = await simulate(
-        agent={"name": "Ava", "config": {}},
-        script=["What colour is the sky?", "Bye!", "never said"],
-        lookup=nothing,
-        run_tool=no_tool,
-        call={"call_log_id": "c"},
-    )
-    texts = [segment["text"] for segment in played.transcript]
-    assert texts[0] == "Hello, this is Ava. How can I help?"
-    assert texts[2].startswith("I'm sorry, I don't have information")
-    assert texts[-1] == "You're welcome. Thank you for calling, goodbye!"
-    assert "never said" not in texts
-    assert [event for event, _data in played.events] == ["ai.reply.generated"] * 2
-    assert played.duration_seconds >= 5

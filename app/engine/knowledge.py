@@ -1,11 +1,12 @@
-"""What a simulated agent knows: its organization's knowledge base, through the knowledge
-service's hybrid search (lexical ranking fused with vectors when an embedder is set)."""
+"""What an agent knows: its organization's knowledge base, through the knowledge service's
+hybrid search (lexical ranking fused with vectors when an embedder is set)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from app.auth.scopes import Scope
 from app.auth.subject import PrincipalType, Subject
-from app.calls.conversation import Passage
 from app.knowledge.runtime import knowledge_runtime
 from app.knowledge.schemas import KnowledgeSearch
 from app.knowledge.service import search
@@ -14,8 +15,15 @@ from app.resources import Resources
 PASSAGES_PER_QUESTION = 3
 
 
+@dataclass(frozen=True, slots=True)
+class Passage:
+    text: str
+    document_id: str | None = None
+    file_name: str | None = None
+
+
 def agent_subject(organization_id: str, agent_id: str | None, livemode: bool) -> Subject:
-    """The agent reading its organization's knowledge during a call (no API key involved:
+    """The agent reading its organization's knowledge while it talks (no API key involved:
     the search reads only the organization's chunks)."""
     return Subject(
         organization_id=organization_id,

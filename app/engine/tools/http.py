@@ -1,4 +1,4 @@
-"""An agent's custom tool called over HTTP during a call, behind the outbound URL guard.
+"""An agent's custom tool called over HTTP, behind the outbound URL guard.
 
 The guard (app/webhooks/ssrf.py, the one webhooks and agent writes use) runs again at call
 time, since DNS may have changed since the agent was saved; the request then goes to the
@@ -9,20 +9,31 @@ it elsewhere. Answers are read up to a size limit, within the tool timeout.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
 
-from app.calls.conversation import MAX_ANSWER_LENGTH, ToolResult
 from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 
 MAX_TOOL_RESPONSE_BYTES = 64 * 1024
+# Characters of a tool's answer an event reports and the offline responder says.
+MAX_ANSWER_LENGTH = 500
 # Keys of a JSON answer taken as the tool's answer, in this order.
 ANSWER_KEYS = ("answer", "result", "message", "text", "status")
 QUERY_METHODS = ("GET", "DELETE")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    success: bool
+    answer: str
+    status_code: int | None = None
+    error: str | None = None
+    # The whole answer (within MAX_TOOL_RESPONSE_BYTES), for a model to read.
+    body: bytes = field(default=b"", compare=False, repr=False)
 
 
 class ToolCaller:
@@ -65,7 +76,10 @@ class ToolCaller:
                 error=f"HTTP {exchange.status_code}",
             )
         return ToolResult(
-            success=True, answer=answer_text(exchange.body), status_code=exchange.status_code
+            success=True,
+            answer=answer_text(exchange.body),
+            status_code=exchange.status_code,
+            body=exchange.body,
         )
 
     async def exchange(
@@ -76,6 +90,7 @@ class ToolCaller:
         params: dict[str, str] | None = None,
         json: Any = None,
         headers: dict[str, str] | None = None,
+        data: dict[str, str] | None = None,
     ) -> Exchange:
         """One guarded request to a user-given URL; never raises for what the far end does."""
         try:
@@ -94,7 +109,13 @@ class ToolCaller:
                 extensions["sni_hostname"] = target.host
             url = url.copy_with(host=str(target.address))
         request = self._client.build_request(
-            method, url, headers=sent_headers, extensions=extensions, params=params, json=json
+            method,
+            url,
+            headers=sent_headers,
+            extensions=extensions,
+            params=params,
+            json=json,
+            data=data,
         )
         try:
             async with asyncio.timeout(self._timeout):  # the whole exchange, slow bodies too

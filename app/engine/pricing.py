@@ -1,0 +1,69 @@
+"""What a reply costs: tokens in and out times the provider's price for the model, in USD.
+
+Prices are per million tokens, `(input, output)`, keyed `provider/model`. The built-in table
+holds the default models of each provider and a few common ones; `SWITCHBOARD_LLM_PRICES`
+(JSON, `{"openai/gpt-4o": [2.5, 10]}`) adds or replaces entries. A model without a price
+costs 0 (and the reply says `cost_known: false`). The offline responder is free.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from app.engine.types import Usage
+
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    "openai/gpt-4o-mini": (0.15, 0.60),
+    "openai/gpt-4o": (2.50, 10.00),
+    "openai/gpt-4.1": (2.00, 8.00),
+    "openai/gpt-4.1-mini": (0.40, 1.60),
+    "openai/gpt-4.1-nano": (0.10, 0.40),
+    "anthropic/claude-3-5-haiku-latest": (0.80, 4.00),
+    "anthropic/claude-3-5-sonnet-latest": (3.00, 15.00),
+    "anthropic/claude-sonnet-4-0": (3.00, 15.00),
+    "groq/llama-3.3-70b-versatile": (0.59, 0.79),
+    "groq/llama-3.1-8b-instant": (0.05, 0.08),
+}
+
+
+def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
+    """The override table of the setting; ValueError names what is wrong."""
+    if not text:
+        return {}
+    try:
+        value: Any = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError("llm_prices must be a JSON object") from exc
+    if not isinstance(value, dict):
+        raise ValueError("llm_prices must be a JSON object")
+    prices: dict[str, tuple[float, float]] = {}
+    for key, pair in value.items():
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or not all(
+                isinstance(p, int | float) and not isinstance(p, bool) and p >= 0 for p in pair
+            )
+        ):
+            raise ValueError(f"llm_prices[{key!r}] must be [input, output] USD per million tokens")
+        prices[str(key)] = (float(pair[0]), float(pair[1]))
+    return prices
+
+
+@lru_cache(maxsize=8)
+def price_table(overrides: str | None) -> dict[str, tuple[float, float]]:
+    return {**DEFAULT_PRICES, **parse_prices(overrides)}
+
+
+def price_of(provider: str, model: str | None, overrides: str | None) -> tuple[float, float] | None:
+    return price_table(overrides).get(f"{provider}/{model}")
+
+
+def cost_usd(provider: str, model: str | None, usage: Usage, overrides: str | None) -> float:
+    price = price_of(provider, model, overrides)
+    if price is None:
+        return 0.0
+    return round((usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000, 8)

@@ -1,0 +1,21 @@
+"""Groq through its official `groq` SDK: the chat completions shape (OpenAI-compatible),
+with Groq's own client, error classes and usage report (`x_groq.usage` when streaming)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import groq
+
+from app.engine.providers.openai import OpenAICompatibleChat
+
+
+def groq_chat(client: Any, model: str) -> OpenAICompatibleChat:
+    return OpenAICompatibleChat(
+        client,
+        model,
+        provider="groq",
+        errors=groq,
+        max_tokens_field="max_completion_tokens",
+        usage_in_stream=False,  # Groq always reports it, in `x_groq.usage`
+    )

@@ -1,0 +1,145 @@
+"""Provider credential operations (the resolvers REST and GraphQL both call), and the one
+way the engine reads a credential back (`credential_for_use`).
+
+The key and the provider-specific fields are sealed together with the box of app/kit/crypto.py
+(its own purpose label; associated data binds the value to its organization and provider), so
+a sealed value copied to another row does not open. Nothing here logs a key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.subject import Subject
+from app.kit.clock import utcnow
+from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
+from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.kit.ids import new_id
+from app.provider_credentials.models import ProviderCredential
+from app.provider_credentials.repository import ProviderCredentialRepository
+from app.provider_credentials.schemas import PROVIDERS, ProviderCredentialPut
+from app.webhooks.ssrf import resolve_public_addresses
+
+CREDENTIAL_PURPOSE = "provider-credential"
+
+
+class UnknownProvider(NotFound):
+    def __init__(self) -> None:
+        DomainError.__init__(self, "Unknown provider", field="provider")
+        self.resource = "Provider"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCredential:
+    """A credential opened for use: never serialized, never logged (repr hides the key)."""
+
+    provider: str
+    api_key: str = field(repr=False)
+    base_url: str | None
+    options: dict[str, Any] = field(repr=False)
+    version: str
+
+
+def credential_box(secret_key: str) -> SecretBox:
+    return secret_box(CREDENTIAL_PURPOSE, secret_key)
+
+
+def _context(organization_id: str, provider: str) -> bytes:
+    return f"provider-credential:{organization_id}:{provider}".encode()
+
+
+def known_provider(provider: str) -> str:
+    if provider not in PROVIDERS:
+        raise UnknownProvider()
+    return provider
+
+
+async def _guard(url: str | None, field_name: str, allow_private: bool) -> None:
+    if url is None:
+        return
+    try:
+        await resolve_public_addresses(url, allow_private=allow_private)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{field_name}: {exc.message}", field=field_name) from None
+
+
+async def put_credential(
+    session: AsyncSession,
+    subject: Subject,
+    provider: str,
+    data: ProviderCredentialPut,
+    box: SecretBox,
+    *,
+    allow_private: bool,
+) -> ProviderCredential:
+    """Set (or replace whole) the organization's credential for `provider`."""
+    known_provider(provider)
+    await _guard(data.base_url, "base_url", allow_private)
+    if provider == "google_calendar":
+        await _guard(data.token_url, "token_url", allow_private)
+    sealed = box.encrypt(
+        orjson.dumps({"api_key": data.api_key, "options": data.options(provider)}).decode(),
+        _context(subject.organization_id, provider),
+    )
+    repository = ProviderCredentialRepository(session, subject.organization_id)
+    credential = await repository.by_provider(provider)
+    if credential is None:
+        credential = ProviderCredential(
+            id=new_id(), organization_id=subject.organization_id, provider=provider
+        )
+        repository.add(credential)
+    credential.base_url = data.base_url
+    credential.secret_encrypted = sealed
+    credential.api_key_last4 = data.api_key[-4:]
+    credential.updated_at = utcnow()
+    try:
+        async with session.begin_nested():
+            await session.flush()
+    except IntegrityError:  # a concurrent PUT created it first
+        raise Conflict(
+            "The credential was written by another request meanwhile; send it again"
+        ) from None
+    return credential
+
+
+async def list_credentials(session: AsyncSession, subject: Subject) -> list[Any]:
+    return await ProviderCredentialRepository(session, subject.organization_id).all_rows()
+
+
+async def delete_credential(session: AsyncSession, subject: Subject, provider: str) -> str:
+    known_provider(provider)
+    repository = ProviderCredentialRepository(session, subject.organization_id)
+    credential = await repository.by_provider(provider)
+    if credential is None:
+        raise NotFound("Credential")
+    await repository.delete(credential)
+    await session.flush()
+    return provider
+
+
+async def credential_for_use(
+    session: AsyncSession, organization_id: str, provider: str, box: SecretBox
+) -> StoredCredential | None:
+    """The organization's credential for `provider`, opened; None when none is set or it no
+    longer opens (the secret key changed): the caller then works as without one."""
+    credential = await ProviderCredentialRepository(session, organization_id).by_provider(provider)
+    if credential is None:
+        return None
+    try:
+        opened = orjson.loads(
+            box.decrypt(credential.secret_encrypted, _context(organization_id, provider))
+        )
+    except DecryptionFailed:
+        return None
+    return StoredCredential(
+        provider=provider,
+        api_key=opened["api_key"],
+        base_url=credential.base_url,
+        options=opened.get("options") or {},
+        version=credential.updated_at.isoformat(),
+    )
