@@ -78,7 +78,7 @@ async def create_api_key(
 async def list_api_keys(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
-    return await ApiKeyRepository(session, subject.organization_id).cursor_page(params)
+    return await ApiKeyRepository(session, subject).cursor_page(params)
 
 
 async def revoke_api_key(session: AsyncSession, organization_id: str | None, key_id: str) -> ApiKey:

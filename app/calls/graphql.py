@@ -36,7 +36,14 @@ from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, list_field, node_field
 from app.integrations.telephony.base import END_STATUSES
-from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound, RequestValidationFailed
+from app.kit.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    LiveModeForbidden,
+    NotFound,
+    RequestValidationFailed,
+)
 from app.kit.jsonutil import dumps, loads
 from app.kit.validation import parse_model
 
@@ -67,9 +74,7 @@ def agents_loader(context: Context) -> DataLoader[str, Any]:
 
     async def load(keys: list[str]) -> list[Any]:
         async with context.db() as session:
-            rows = await AgentRepository(
-                session, context.require_subject().organization_id
-            ).rows_by_ids(keys)
+            rows = await AgentRepository(session, context.require_subject()).rows_by_ids(keys)
         return [rows.get(key) for key in keys]
 
     return context.loader(AGENTS_LOADER, load)
@@ -261,7 +266,7 @@ class AssignPhoneNumberInput:
 PHONE_NUMBERS = DomainMutations(
     "PhoneNumber",
     scope=Scope.AGENTS_WRITE,
-    errors=(InvalidInput, NotFound, Conflict),
+    errors=(InvalidInput, NotFound, Conflict, LiveModeForbidden),
     node=PhoneNumber,
     as_node=as_phone_number,
 )

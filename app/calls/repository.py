@@ -39,6 +39,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
     model = CallLog
     resource = "Call log"
     counted = True
+    moded = True
     list_columns: ClassVar = (
         CallLog.id,
         CallLog.organization_id,
@@ -187,6 +188,7 @@ async def call_log_for_carrier(session: AsyncSession, call_log_id: str) -> CallL
 class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
     model = AgentPhoneNumber
     resource = "Phone number"
+    moded = True
     list_columns: ClassVar = (
         AgentPhoneNumber.id,
         AgentPhoneNumber.organization_id,

@@ -65,7 +65,7 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
     agent_id = normalize_id(data.agent_id.strip())
     if agent_id is None:
         raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
-    agent = await AgentRepository(session, subject.organization_id).get_row(agent_id)
+    agent = await AgentRepository(session, subject).get_row(agent_id)
     if agent is None:
         raise NotFound("Agent")
     if agent.status != ACTIVE:
@@ -92,7 +92,7 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
         transcript=[],
         cost=0.0,
     )
-    CallLogRepository(session, subject.organization_id).add(call_log)
+    CallLogRepository(session, subject).add(call_log)
     await session.flush()
     await emit(session, call_log, CALL_STARTED, call_log_to_public(call_log))
     outbox.schedule(session, PLACE_ACTOR, call_log.id, data.script(), queue=CALLS_QUEUE)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sqlalchemy import ColumnElement, false
 from sqlalchemy.exc import IntegrityError
 
 from app.channels.models import Channel
-from app.kit.repository import Filter, OrgScopedRepository
+from app.kit.repository import OrgScopedRepository
 
 # How each backend names the (organization_id, phone_number_id) unique key in its error.
 _DUPLICATE_MARKERS = ("uq_channels_organization_id", "channels.phone_number_id")
@@ -17,6 +16,7 @@ _DUPLICATE_MARKERS = ("uq_channels_organization_id", "channels.phone_number_id")
 class ChannelRepository(OrgScopedRepository[Channel]):
     model = Channel
     resource = "Channel"
+    moded = True
     # Reads never select the sealed token: only `get` (the entity) carries it.
     list_columns: ClassVar = (
         Channel.id,
@@ -32,14 +32,6 @@ class ChannelRepository(OrgScopedRepository[Channel]):
     )
 
     @staticmethod
-    def test_mode_only() -> Filter:
-        return Filter("test_mode", _in_test_mode)
-
-    @staticmethod
     def is_duplicate(exc: IntegrityError) -> bool:
         message = str(exc.orig)
         return any(marker in message for marker in _DUPLICATE_MARKERS)
-
-
-def _in_test_mode() -> ColumnElement[bool]:
-    return Channel.livemode == false()

@@ -10,7 +10,6 @@ from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
 from app.auth.scopes import Scope
-from app.channels.service import LiveChannelForbidden
 from app.conversations import service
 from app.conversations.schemas import MessageSend
 from app.graphql.context import Context
@@ -18,7 +17,7 @@ from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload
-from app.kit.errors import InvalidInput, InvalidState, NotFound
+from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
 
 
 @strawberry.type(description="One message of a ticket's conversation.")
@@ -91,7 +90,7 @@ MESSAGES = DomainMutations(
         NotFound,
         InvalidState,
         service.OutsideServiceWindow,
-        LiveChannelForbidden,
+        LiveModeForbidden,
     ),
     node=ConversationMessage,
     as_node=as_message,

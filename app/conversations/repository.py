@@ -47,6 +47,8 @@ async def contact_by_phone(
 
 class MessageRepository(OrgScopedRepository[Message]):
     model = Message
+    resource = "Message"
+    moded = True
     list_columns: ClassVar = tuple(Message.__table__.columns)
 
     @staticmethod

@@ -16,7 +16,6 @@ from typing import Any
 from uuid import UUID
 
 import structlog
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,7 +34,6 @@ from app.conversations.repository import (
 from app.conversations.schemas import MessageSend, message_to_public
 from app.events.service import emit
 from app.inbox import service as inbox
-from app.inbox.models import Ticket
 from app.inbox.schemas import TicketCreate
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
@@ -49,7 +47,7 @@ from app.kit.phone import to_e164
 from app.quick_replies import service as quick_replies
 from app.quick_replies.cache import snippet_cache
 from app.resources import Resources
-from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.repository import TemplateRepository
 
 logger = structlog.get_logger("switchboard.conversations")
 PLATFORM_PRINCIPAL = "whatsapp"
@@ -108,7 +106,7 @@ async def apply_status(
         message.failed_at = at
         message.error = error_text(status.get("errors"))
         await session.flush()
-        await emit(session, platform_subject(channel), "message.failed", message_to_public(message))
+        await emit(session, message, "message.failed", message_to_public(message))
         return True
     if STATUS_RANK[new] <= STATUS_RANK[current]:
         return False  # a duplicate, or a late status overtaken by a later one
@@ -158,15 +156,15 @@ async def receive_message(
         contact = await contacts.create_contact(
             session, subject, ContactCreate(phone_number=phone, name=profile_name or phone)
         )
-    created = await inbox.create_ticket(session, subject, TicketCreate(contact_id=UUID(contact.id)))
-    ticket = await session.get(Ticket, created.ticket.id)
-    if ticket is not None and ticket.chat_phone_number_id is None:
-        ticket.chat_phone_number_id = channel.id
+    created = await inbox.create_ticket(
+        session, subject, TicketCreate(contact_id=UUID(contact.id)), channel
+    )
     kind, text = _inbound_text(message)
     stored = Message(
         organization_id=channel.organization_id,
         ticket_id=created.ticket.id,
         channel_id=channel.id,
+        livemode=channel.livemode,
         direction=Direction.INBOUND.value,
         kind=kind,
         text=text,
@@ -180,7 +178,7 @@ async def receive_message(
             await session.flush()
     except IntegrityError:
         return None  # the same message, processed concurrently by another delivery
-    await emit(session, subject, "message.received", message_to_public(stored))
+    await emit(session, stored, "message.received", message_to_public(stored))
     return stored
 
 
@@ -206,7 +204,7 @@ async def list_messages(
 ) -> CursorPage[Any]:
     """A ticket's messages, newest first."""
     await inbox.get_ticket(session, subject, ticket_id)
-    repository = MessageRepository(session, subject.organization_id)
+    repository = MessageRepository(session, subject)
     ticket = normalize_id(ticket_id) or ticket_id
     return await repository.cursor_page(params, repository.of_ticket(ticket))
 
@@ -215,9 +213,7 @@ async def recent_messages_by_ticket(
     session: AsyncSession, subject: Subject, ticket_ids: Sequence[str], limit: int
 ) -> dict[str, list[Any]]:
     """The newest messages of each of these tickets (of the organization), in one query."""
-    rows = await MessageRepository(session, subject.organization_id).recent_for_tickets(
-        ticket_ids, limit
-    )
+    rows = await MessageRepository(session, subject).recent_for_tickets(ticket_ids, limit)
     found: dict[str, list[Any]] = {}
     for row in rows:
         found.setdefault(row.ticket_id, []).append(row)
@@ -239,7 +235,7 @@ async def send_message(
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
     channel = await channels.get_channel_for_use(session, subject, ticket.chat_phone_number_id)
-    repository = MessageRepository(session, subject.organization_id)
+    repository = MessageRepository(session, subject)
     text = data.text
     template: TemplateMessage | None = None
     if text is not None:
@@ -255,6 +251,7 @@ async def send_message(
         organization_id=subject.organization_id,
         ticket_id=ticket.id,
         channel_id=channel.id,
+        livemode=channel.livemode,
         direction=Direction.OUTBOUND.value,
         kind="text" if template is None else "template",
         text=text,
@@ -289,31 +286,21 @@ async def send_message(
             message.failed_at = utcnow()
             message.error = exc.describe()
             await session.flush()
-            await emit(session, subject, "message.failed", message_to_public(message))
+            await emit(session, message, "message.failed", message_to_public(message))
             return message
     message.platform_message_id = sent.message_id
     message.status = MessageStatus.SENT.value
     message.sent_at = utcnow()
     await session.flush()
-    await emit(session, subject, "message.sent", message_to_public(message))
+    await emit(session, message, "message.sent", message_to_public(message))
     return message
 
 
 async def _approved_template(
     session: AsyncSession, subject: Subject, channel: Channel, data: MessageSend
 ) -> TemplateMessage:
-    found = await session.scalar(
-        select(MessageTemplate).where(
-            MessageTemplate.organization_id == subject.organization_id,
-            MessageTemplate.business_account_id == channel.business_account_id,
-            MessageTemplate.name == data.template_name,
-            MessageTemplate.status == TemplateStatus.APPROVED.value,
-            *(
-                [MessageTemplate.language == data.template_language]
-                if data.template_language
-                else []
-            ),
-        )
+    found = await TemplateRepository(session, subject).approved(
+        channel.business_account_id, data.template_name or "", data.template_language
     )
     if found is None:
         raise InvalidInput(
