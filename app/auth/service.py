@@ -162,6 +162,19 @@ async def _find_key(
     return credential
 
 
+def may_be_valid(authorization: str | None, secret_key: str) -> bool:
+    """Whether the header could name a valid credential, judged without any I/O: a
+    well-formed API key (only a lookup can tell more), or a JWT whose signature and expiry
+    hold. A refused client address is refused at once for anything else."""
+    try:
+        token = _bearer_token(authorization)
+    except AuthenticationFailed:
+        return False
+    if token.startswith("service_sk_"):
+        return keys.is_well_formed(token)
+    return decode_token(token, secret_key) is not None
+
+
 async def resolve_credential(
     session: AsyncSession,
     authorization: str | None,

@@ -20,14 +20,27 @@ from app.graphql.resource import DomainMutations, Payload
 from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
 
 
+def _message_type(root: strawberry.Parent[Any]) -> str:
+    # Stored as `kind`: `type` would shadow the builtin on the model.
+    return str(root.kind)
+
+
 @strawberry.type(description="One message of a ticket's conversation.")
 class ConversationMessage:
     id: strawberry.ID
     organization_id: str
     ticket_id: str
     channel_id: str | None
+    livemode: bool = strawberry.field(description="The mode of the channel it went through")
     direction: str
-    kind: str = strawberry.field(description="text, template, or the inbound message's type")
+    type: str = strawberry.field(
+        resolver=_message_type,
+        description="text, template, or the inbound message's type (REST's `type`)",
+    )
+    kind: str = strawberry.field(
+        description="The former name of `type`",
+        deprecation_reason="Use `type`, as REST names it",
+    )
     text: str | None
     template_name: str | None
     platform_message_id: str | None
