@@ -189,6 +189,16 @@ class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
     model = AgentPhoneNumber
     resource = "Phone number"
     moded = True
+
+    async def by_number(self, phone_number: str) -> AgentPhoneNumber | None:
+        """The assignment of an E.164 number, when this organization holds it."""
+        result = await self._execute(
+            self.scoped(select(AgentPhoneNumber)).where(
+                AgentPhoneNumber.phone_number == phone_number
+            )
+        )
+        return result.scalar_one_or_none()
+
     list_columns: ClassVar = (
         AgentPhoneNumber.id,
         AgentPhoneNumber.organization_id,

@@ -24,11 +24,11 @@ from app.auth.subject import PrincipalType, Subject
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.contacts import service as contacts
+from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
 from app.conversations.repository import (
     MessageRepository,
-    contact_by_phone,
     message_by_platform_id,
 )
 from app.conversations.schemas import MessageSend, message_to_public
@@ -151,7 +151,7 @@ async def receive_message(
     except InvalidInput:
         logger.warning("inbound message from an unusable number", platform_message_id=platform_id)
         return None
-    contact = await contact_by_phone(session, channel.organization_id, phone)
+    contact = await ContactRepository(session, channel.organization_id).by_phone_number(phone)
     if contact is None:
         contact = await contacts.create_contact(
             session, subject, ContactCreate(phone_number=phone, name=profile_name or phone)
