@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -43,6 +44,13 @@ def _create_secret_file(path: Path, key: str) -> None:
         temporary.unlink(missing_ok=True)
 
 
+_ORIGIN = re.compile(r"https?://[^/\s,]+")
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
 class Settings(BaseSettings):
     """Every knob of the service; names match the documented environment variables."""
 
@@ -61,6 +69,8 @@ class Settings(BaseSettings):
     secret_key: str | None = None
     storage_url: str = "file://./var/objects"
     allow_private_webhook_urls: bool = False
+    # Browser origins allowed to call /graphql and /api/v1, comma-separated (app/cors.py).
+    cors_origins: str | None = None
     graph_api_url: str = "https://graph.facebook.com"
     # A message sent outside a campaign (a reply) waits at most this long for its channel's
     # send budget, a 130429 hold or its recipient's pair rate; then it is stored failed.
@@ -202,11 +212,26 @@ class Settings(BaseSettings):
         "embeddings_model_path",
         "whatsapp_app_secret",
         "whatsapp_verify_token",
+        "cors_origins",
         mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _valid_origins(cls, value: str | None) -> str | None:
+        for origin in _split(value):
+            if origin != "*" and _ORIGIN.fullmatch(origin) is None:
+                raise ValueError(
+                    f"{origin!r} is not an origin: scheme://host[:port], no path (or *)"
+                )
+        return value
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return _split(self.cors_origins)
 
     def resolved_secret_key(self) -> str:
         """The configured key, or one generated once into `var/secret.key` and reused after."""

@@ -16,6 +16,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
+from app.cors import ApiCORS
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
 from app.idempotency.service import purge_expired
@@ -112,7 +113,14 @@ def create_app(
             WebSocketRoute("/graphql", graphql),
             Mount(STATIC_URL_PREFIX, StaticFiles(directory=STATIC_DIR), name="graphiql"),
         ],
-        middleware=[Middleware(ObservabilityMiddleware, access_log=settings.access_log)],
+        middleware=[
+            Middleware(ObservabilityMiddleware, access_log=settings.access_log),
+            *(
+                [Middleware(ApiCORS, origins=settings.cors_origin_list)]
+                if settings.cors_origin_list
+                else []
+            ),
+        ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )

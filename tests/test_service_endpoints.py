@@ -207,6 +207,35 @@ async def test_metrics_route_label_is_the_template_not_the_path(
     )
 
 
+async def test_metrics_name_the_route_of_callbacks_assets_and_wrong_methods(
+    client: httpx.AsyncClient,
+) -> None:
+    """Only unknown paths are `unmatched`: platform callbacks (even refused ones), GraphiQL's
+    assets and a known path asked with the wrong method keep their route."""
+    calls = [
+        ("POST", "/webhooks/whatsapp", "/webhooks/whatsapp"),
+        ("POST", "/webhooks/telephony/status", "/webhooks/telephony/status"),
+        ("POST", "/webhooks/telephony/incoming", "/webhooks/telephony/incoming"),
+        ("GET", "/static/graphiql/graphiql.min.css", "/static/graphiql"),
+        ("PUT", "/graphql", "/graphql"),
+        ("DELETE", "/healthz", "/healthz"),
+        ("PATCH", "/api/v1/contacts", "/contacts"),
+        ("PATCH", f"/api/v1/contacts/{uuid.uuid4()}", "/contacts/{contact_id}"),
+    ]
+    statuses = {}
+    for method, path, _route in calls:
+        statuses[path] = (await client.request(method, path, content=b"{}")).status_code
+    samples = await _metrics(client)
+    for method, path, route in calls:
+        key = _key(
+            "switchboard_http_requests_total",
+            method=method,
+            route=route,
+            status=str(statuses[path]),
+        )
+        assert samples.get(key, 0) >= 1, (method, path, route, statuses[path])
+
+
 # --------------------------------------------------------------------------- router errors
 
 
