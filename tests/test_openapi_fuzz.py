@@ -84,6 +84,7 @@ SUCCESS_NEEDS_STATE = frozenset(
 EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode
 EXAMPLES_WITHOUT_SCOPE = 10  # per operation
 EXAMPLES_WITHOUT_CREDENTIALS = 10  # per operation
+EXAMPLES_WITHOUT_OPTIONAL_HEADERS = 5  # per operation
 # Writes last, deletes at the very end, so reads and updates meet the seeded rows.
 METHOD_ORDER = {"GET": 0, "POST": 1, "PUT": 2, "PATCH": 3, "DELETE": 4}
 
@@ -913,6 +914,46 @@ def test_fuzz_with_full_access(target: Target, schema: Any) -> None:
         assert any(200 <= status < 300 for status in seen), (
             f"{_label(operation)} never succeeded while fuzzed; statuses seen: {seen}"
         )
+
+
+def _required_headers(operation: Any) -> set[str]:
+    return {parameter.name.lower() for parameter in operation.headers if parameter.is_required}
+
+
+def _without_optional_headers(case: Any, required: set[str]) -> Any:
+    if case.headers:  # a case-insensitive mapping
+        for name in list(case.headers.keys()):
+            if name.lower() not in required:
+                del case.headers[name]
+    return case
+
+
+def test_fuzz_without_optional_headers(target: Target, schema: Any) -> None:
+    """As a client generated from the document sends: the headers it calls required, and no
+    other. A request the document allows must not be refused (a header the server needs but
+    the document calls optional fails here)."""
+    report = Report()
+    _start_budget(target)
+    for operation in _operations(schema):
+        required = _required_headers(operation)
+        own_org = {"organization_id": target.organization_id}
+        _fuzz(
+            target,
+            report,
+            operation,
+            _strategies(operation, target, GenerationMode.POSITIVE).map(
+                lambda case, required=required: _without_optional_headers(case, required)
+            ),
+            max_examples=EXAMPLES_WITHOUT_OPTIONAL_HEADERS,
+            headers=lambda required=required, own_org=own_org: {  # type: ignore[misc]
+                **_bearer(target.full_access_key),
+                **(own_org if "organization_id" in required else {}),
+            },
+            checks=[*CHECKS, positive_data_acceptance],
+        )
+    _warn_if_budget_hit(target)
+    report.fail_if_any(f"without optional headers on {target.backend}")
+    assert report.statuses, "nothing was sent"
 
 
 def _key_without_scope(operation: Any, target: Target) -> str:

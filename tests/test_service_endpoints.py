@@ -407,6 +407,21 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(value)
 
 
+async def test_openapi_says_which_operations_need_the_organization_header(
+    openapi: dict[str, Any],
+) -> None:
+    """Ticket creation refuses a request without `organization_id` (the seed's rule), so the
+    document makes it required there; everywhere else it is optional (checked when sent)."""
+    required = {
+        f"{method.upper()} {path}"
+        for path, item in openapi["paths"].items()
+        for method, operation in item.items()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "organization_id" and parameter["required"]
+    }
+    assert required == {"POST /api/v1/inbox/tickets"}
+
+
 async def test_openapi_passes_openapi_spec_validator(openapi: dict[str, Any]) -> None:
     # The reference validator (it once found 8 errors: `default: null` on update fields that
     # may not be null).

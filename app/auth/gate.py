@@ -58,12 +58,18 @@ async def authenticate(
     return credential
 
 
-def check_organization_header(headers: Mapping[str, str], subject: Subject) -> None:
-    """CONTRACT §2: an `organization_id` header, when sent, must name the caller's organization."""
+def check_organization_header(
+    headers: Mapping[str, str], subject: Subject, *, required: bool = False
+) -> None:
+    """An `organization_id` header, when sent, must name the caller's organization; where
+    `required` (ticket creation), it must be sent."""
     claimed = headers.get("organization_id")
     if claimed is None:
         claimed = headers.get("organization-id")
-    if claimed is not None and claimed.strip() != subject.organization_id:
+    if claimed is None:
+        if required:
+            raise OrganizationMismatch()
+    elif claimed.strip() != subject.organization_id:
         raise OrganizationMismatch()
 
 

@@ -66,6 +66,9 @@ _PAGE_TEMPLATE: Final[str] = """<!doctype html>
             // Headers editor (e.g. {"Authorization": "Bearer <token>"}); the
             // headers also go into the websocket connection_init payload.
             isHeadersEditorEnabled: true,
+            // Tabs and headers (the pasted key) live in this tab's sessionStorage:
+            // gone when the tab closes, never shared with other tabs or kept on disk.
+            storage: window.sessionStorage,
             shouldPersistHeaders: true,
             defaultEditorToolsVisibility: "headers"
           })
