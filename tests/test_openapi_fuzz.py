@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import threading
 import time
 import urllib.parse
 import uuid
@@ -29,7 +28,6 @@ import orjson
 import pytest
 import requests
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -56,6 +54,7 @@ from app.main import create_app
 from app.organizations.service import create_organization, create_user
 from app.templates.models import MessageTemplate
 from tests.conftest import TEST_SECRET, fresh_database, make_settings
+from tests.live_server import ServerThread
 
 CHECKS = [
     not_a_server_error,
@@ -90,33 +89,6 @@ METHOD_ORDER = {"GET": 0, "POST": 1, "PUT": 2, "PATCH": 3, "DELETE": 4}
 
 
 # --------------------------------------------------------------------------- the live server
-
-
-class ServerThread:
-    """uvicorn.Server with its own event loop in a daemon thread, on a free port."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="fuzz-uvicorn", daemon=True)
-
-    def start(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("uvicorn stopped during startup")
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start within 20 s")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
 
 
 @dataclass

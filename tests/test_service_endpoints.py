@@ -27,6 +27,9 @@ from app.graphql.schema import schema_sdl
 from app.main import create_app
 from app.resources import Resources
 from rest_compat.app import OPERATIONS
+from rest_compat.reference import ASSETS as REFERENCE_ASSETS
+from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
+from rest_compat.reference import reference_html
 from tests.conftest import REQUIRE_SERVICES, Tenant, service_unavailable
 from tests.html_assets import asset_urls
 
@@ -474,12 +477,13 @@ async def test_openapi_is_a_valid_openapi_31_document(openapi: dict[str, Any]) -
 # --------------------------------------------------------------------------- GraphiQL
 
 
-async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
-    response = await client.get("/graphql", headers={"Accept": "text/html"})
+@pytest.mark.parametrize(("path", "name"), [("/graphql", "graphiql"), ("/api/v1/docs", "swagger")])
+async def test_ide_pages_are_self_hosted(client: httpx.AsyncClient, path: str, name: str) -> None:
+    response = await client.get(path, headers={"Accept": "text/html"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     html = response.text
-    assert "graphiql" in html.lower()
+    assert name in html.lower()
     assert "https://" not in html
     assert "http://" not in html
 
@@ -493,6 +497,30 @@ async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
         assert asset.content, url
         expected = "text/css" if url.endswith(".css") else "javascript"
         assert expected in asset.headers["content-type"], (url, asset.headers)
+
+
+async def test_the_landing_page_links_the_apis_own_pages(client: httpx.AsyncClient) -> None:
+    response = await client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    links = asset_urls(response.text)
+    assert {"/api/v1/docs", "/graphql", "/api/v1/openapi.json", "/healthz"} <= set(links)
+    for link in links:
+        assert (await client.get(link)).status_code == 200, link
+
+
+def test_the_rest_reference_vendors_only_built_files() -> None:
+    """Swagger UI's built bundle, stylesheet and licences: nothing else of the npm package."""
+    shipped = sorted(path.name for path in REFERENCE_DIR.iterdir())
+    assert shipped == sorted(
+        [
+            *REFERENCE_ASSETS,
+            "LICENSE.swagger-ui.txt",
+            "NOTICE.swagger-ui.txt",
+            "swagger-ui-bundle.js.LICENSE.txt",
+        ]
+    )
+    assert "validatorUrl: null" in reference_html()
 
 
 # --------------------------------------------------------------------------- GraphQL SDL
