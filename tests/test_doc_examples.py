@@ -23,13 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.calls.schemas import CallLogRecord
 from app.calls.service import record_call_log
+from app.config import Settings
 from app.events.models import Event
 from app.events.service import new_event_id
 from app.organizations.service import create_user
 from app.templates.models import MessageTemplate
 from app.webhooks.delivery import new_delivery_id
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt
-from tests.conftest import Tenant, TenantFactory
+from tests.conftest import Tenant, TenantFactory, make_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench/README.md"]
@@ -170,22 +171,36 @@ def parse_curl(command: str, files: dict[str, str], stdin: bytes | None = None) 
     return Request(method or ("POST" if body is not None else "GET"), path, headers, body)
 
 
-def documented_response(output: list[str]) -> tuple[int | None, Any]:
-    """(status, JSON body) as the guide shows them; None where it does not show one."""
+# Headers compared when the guide shows them (the others vary from run to run).
+_COMPARED_HEADERS = (
+    "content-type",
+    "allow",
+    "www-authenticate",
+    "idempotent-replayed",
+    "vary",
+    "access-control-",
+)
+
+
+def documented_response(output: list[str]) -> tuple[int | None, dict[str, str], Any]:
+    """(status, headers, JSON body) as the guide shows them; None where it shows none."""
     lines = list(output)
     while lines and not lines[-1].strip():
         lines.pop()
     status = None
+    headers: dict[str, str] = {}
     if lines and lines[0].startswith("HTTP/1.1 "):
         status = int(lines[0].split()[1])
         lines = lines[1:]
         while lines and (not lines[0] or re.match(r"^[A-Za-z-]+: ", lines[0])):
-            lines = lines[1:]  # the headers shown, and the blank line after them
+            name, _, value = lines.pop(0).partition(": ")  # the headers, the blank line
+            if name:
+                headers[name.lower()] = value
     text = "\n".join(lines).strip()
     try:
-        return status, json.loads(text) if text else None
+        return status, headers, json.loads(text) if text else None
     except ValueError:
-        return status, None  # elided ("... the same body ...") or not JSON (CSV)
+        return status, headers, None  # elided ("... the same body ...") or not JSON (CSV)
 
 
 class Replay:
@@ -246,6 +261,12 @@ NOT_REPLAYED = {
 
 
 @pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    """As the guide's server ran: a dashboard origin allowed (the CORS example)."""
+    return make_settings(database_url, tmp_path, cors_origins="https://dashboard.example.com")
+
+
+@pytest.fixture
 def example_hosts_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
     """The guide's example hosts (`*.example.com`) resolve to a public documentation address,
     as they did where the guide was written; everything else resolves as usual."""
@@ -294,9 +315,13 @@ async def test_every_example_of_the_api_guide_answers_as_shown(
         )
         replayed += 1
         where = f"docs/api.md:{item.line} {request.method} {request.path[:60]}"
-        status, body = documented_response(item.output)
+        status, headers, body = documented_response(item.output)
         if status is not None and status != response.status_code:
             replay.problems.append(f"{where}: {response.status_code}, the guide says {status}")
+        for name, value in headers.items():
+            sent = response.headers.get(name)
+            if name.startswith(_COMPARED_HEADERS) and sent != value:
+                replay.problems.append(f"{where}: header {name} is {sent!r}, not {value!r}")
         if response.headers.get("content-type", "").startswith("text/csv"):
             header = next(line for line in item.output if line.startswith("contact_id,"))
             if response.text.splitlines()[0] != header:
@@ -499,7 +524,23 @@ async def _a_campaign(setup: Setup) -> None:
     setup.replay.variables["CAMPAIGN_ID"] = campaign["id"]
 
 
+async def _a_live_call(setup: Setup) -> None:
+    owner = SimpleNamespace(organization_id=setup.tenant.organization_id, livemode=True)
+    record = CallLogRecord(
+        call_id="CA" + "5" * 32,
+        from_number="+14155550100",
+        to_number="+14155550142",
+        direction="outbound",
+        status="completed",
+    )
+    async with setup.sessionmaker() as session:
+        call = await record_call_log(session, owner, record)
+        await session.commit()
+    setup.replay.ids["5d9c0e86-3b5c-4c57-9d34-4f3f8a8d5a61"] = call.id
+
+
 PREPARATIONS: dict[str, Callable[[Setup], Awaitable[None]]] = {
+    "call-logs/5d9c0e86-3b5c-4c57-9d34-4f3f8a8d5a61": _a_live_call,
     '"$BASE/api/v1/contacts?limit=2" -H': _two_more_contacts,
     "7ce57fa8-39e2-4453-ba6e-a239f40ccca3/deliveries": _a_failing_delivery,
     "call-logs?page_size=2&page=2": _recorded_calls,
