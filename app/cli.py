@@ -234,6 +234,10 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     # Dramatiq is first imported; the worker processes are forked from this one, so it is set
     # before that import (or, if Dramatiq is already imported, they are spawned afresh).
     os.environ["dramatiq_queue_prefetch"] = str(settings.worker_prefetch)  # noqa: SIM112
+    # The processes size their database pool from SWITCHBOARD_WORKER_THREADS
+    # (workers/runtime.py): `--threads` sets it for them, so threads and pool agree.
+    threads = args.threads or settings.worker_threads
+    os.environ["SWITCHBOARD_WORKER_THREADS"] = str(threads)
     spawn = ["--use-spawn"] if "dramatiq.worker" in sys.modules else []
     from dramatiq.cli import main as dramatiq_main
     from dramatiq.cli import make_argument_parser
@@ -244,7 +248,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             "--processes",
             str(args.processes),
             "--threads",
-            str(args.threads),
+            str(threads),
             "--skip-logging",
             *spawn,
         ]
@@ -267,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run job workers on REDIS_URL")
     worker.add_argument("--processes", type=int, default=1)
-    worker.add_argument("--threads", type=int, default=4)
+    worker.add_argument(
+        "--threads", type=int, default=None, help="default: SWITCHBOARD_WORKER_THREADS (4)"
+    )
     worker.set_defaults(handler=cmd_worker)
 
     commands.add_parser("migrate", help="apply database migrations").set_defaults(

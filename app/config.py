@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
 
 from app.kit.ratelimit import RateLimit
 
@@ -67,6 +72,10 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("REDIS_URL", "redis_url")
     )
     secret_key: str | None = None
+    # A directory of files, one per setting, each named like its variable in lower case
+    # (`switchboard_secret_key`, `database_url`) and holding its value: how container secrets
+    # (/run/secrets) reach the process without being environment variables. Variables win.
+    secrets_dir: Path | None = None
     storage_url: str = "file://./var/objects"
     allow_private_webhook_urls: bool = False
     # Browser origins allowed to call /graphql and /api/v1, comma-separated (app/cors.py).
@@ -176,6 +185,20 @@ class Settings(BaseSettings):
     embeddings_model: str = "text-embedding-3-small"
     embeddings_model_path: Path | None = None
     embeddings_allow_private_url: bool = False
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        directory = os.environ.get("SWITCHBOARD_SECRETS_DIR")
+        if directory and Path(directory).is_dir():
+            file_secret_settings = SecretsSettingsSource(settings_cls, secrets_dir=directory)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
