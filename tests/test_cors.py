@@ -13,10 +13,8 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.kit.ratelimit import MemoryRateLimiter
 from app.main import create_app
-from app.resources import Resources
-from tests.conftest import GRAPHQL, TEST_SECRET, Tenant, make_settings
+from tests.conftest import GRAPHQL, Tenant, make_resources, make_settings
 
 DASHBOARD = "https://dashboard.example.com"
 PREFLIGHT = {
@@ -24,18 +22,6 @@ PREFLIGHT = {
     "Access-Control-Request-Method": "POST",
     "Access-Control-Request-Headers": "authorization, content-type, idempotency-key",
 }
-
-
-def _resources(
-    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], dialect: str
-) -> Resources:
-    return Resources(
-        settings=settings,
-        sessionmaker=sessionmaker,
-        rate_limiter=MemoryRateLimiter(),
-        secret_key=TEST_SECRET,
-        dialect_name=dialect,
-    )
 
 
 @pytest.fixture
@@ -52,7 +38,7 @@ async def closed(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The service as it ships: no SWITCHBOARD_CORS_ORIGINS."""
     app = create_app(
-        resources=_resources(make_settings(database_url, tmp_path), sessionmaker, dialect)
+        resources=make_resources(make_settings(database_url, tmp_path), sessionmaker, dialect)
     )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:

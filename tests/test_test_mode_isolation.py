@@ -450,60 +450,30 @@ async def test_graphql_reads_of_live_data_are_refused(
         assert messages["errors"][0]["extensions"]["code"] == REFUSED_CODE
 
 
+def _on(
+    field: str, object_id: str, arguments: str = "", *, by: str = "id"
+) -> tuple[str, str, dict[str, Any]]:
+    """A mutation of one object by id that asks for its errors only."""
+    mutation = f"mutation($id: ID!) {{ {field}({by}: $id{arguments}) {{ errors {{ code }} }} }}"
+    return field, mutation, {"id": object_id}
+
+
 def _graphql_changes(world: World) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
     live = world.live
     return {
         "channels": [
-            (
-                "updateChannel",
-                'mutation($id: ID!) { updateChannel(id: $id, input: {name: "x"}) '
-                "{ errors { code } } }",
-                {"id": live.channel},
-            ),
-            (
-                "deleteChannel",
-                "mutation($id: ID!) { deleteChannel(id: $id) { errors { code } } }",
-                {"id": live.channel},
-            ),
+            _on("updateChannel", live.channel, ', input: {name: "x"}'),
+            _on("deleteChannel", live.channel),
         ],
-        "phone_numbers": [
-            (
-                "unassignPhoneNumber",
-                "mutation($id: ID!) { unassignPhoneNumber(id: $id) { errors { code } } }",
-                {"id": live.phone_number},
-            ),
-        ],
-        "templates": [
-            (
-                "deleteTemplate",
-                "mutation($id: ID!) { deleteTemplate(id: $id) { errors { code } } }",
-                {"id": live.template},
-            ),
-        ],
+        "phone_numbers": [_on("unassignPhoneNumber", live.phone_number)],
+        "templates": [_on("deleteTemplate", live.template)],
         "campaigns": [
-            (
-                "updateCampaign",
-                'mutation($id: ID!) { updateCampaign(id: $id, input: {name: "x"}) '
-                "{ errors { code } } }",
-                {"id": live.campaign},
-            ),
-            (
-                "launchCampaign",
-                "mutation($id: ID!) { launchCampaign(id: $id) { errors { code } } }",
-                {"id": live.campaign},
-            ),
-            (
-                "deleteCampaign",
-                "mutation($id: ID!) { deleteCampaign(id: $id) { errors { code } } }",
-                {"id": live.campaign},
-            ),
+            _on("updateCampaign", live.campaign, ', input: {name: "x"}'),
+            _on("launchCampaign", live.campaign),
+            _on("deleteCampaign", live.campaign),
         ],
         "tickets": [
-            (
-                "closeTicket",
-                "mutation($id: ID!) { closeTicket(id: $id) { errors { code } } }",
-                {"id": live.ticket},
-            ),
+            _on("closeTicket", live.ticket),
             (
                 "createTicket",
                 "mutation($contact: ID!, $channel: ID!) { createTicket(input: "
@@ -511,14 +481,7 @@ def _graphql_changes(world: World) -> dict[str, list[tuple[str, str, dict[str, A
                 {"contact": world.contact_id, "channel": live.channel},
             ),
         ],
-        "messages": [
-            (
-                "sendTicketMessage",
-                'mutation($id: ID!) { sendTicketMessage(ticketId: $id, input: {text: "hi"}) '
-                "{ errors { code } } }",
-                {"id": live.ticket},
-            ),
-        ],
+        "messages": [_on("sendTicketMessage", live.ticket, ', input: {text: "hi"}', by="ticketId")],
     }
 
 

@@ -19,7 +19,13 @@ from app.kit.errors import RateLimited
 from app.kit.ratelimit import MemoryRateLimiter, RateLimit
 from app.main import create_app
 from app.resources import Resources
-from tests.conftest import GRAPHQL, TEST_SECRET, StatementCounter, Tenant, make_settings
+from tests.conftest import (
+    GRAPHQL,
+    StatementCounter,
+    Tenant,
+    make_resources,
+    make_settings,
+)
 
 RATE_LIMITED = {
     "error": "rate_limit_exceeded",
@@ -36,13 +42,7 @@ def limited(
     database_url: str, tmp_path: Path, sessionmaker: async_sessionmaker[AsyncSession], dialect: str
 ) -> Resources:
     settings = make_settings(database_url, tmp_path, auth_failure_rate_limit_per_address="3/2s")
-    return Resources(
-        settings=settings,
-        sessionmaker=sessionmaker,
-        rate_limiter=MemoryRateLimiter(),
-        secret_key=TEST_SECRET,
-        dialect_name=dialect,
-    )
+    return make_resources(settings, sessionmaker, dialect)
 
 
 @asynccontextmanager
@@ -150,13 +150,7 @@ async def test_a_hundred_failures_never_lock_out_a_valid_key(
     """Fuzzers' unauthenticated probes, or a neighbour behind the same NAT, spraying keys:
     the address's failures are throttled at the production-like limit, its valid key is not."""
     settings = make_settings(database_url, tmp_path, auth_failure_rate_limit_per_address="30/60s")
-    resources = Resources(
-        settings=settings,
-        sessionmaker=sessionmaker,
-        rate_limiter=MemoryRateLimiter(),
-        secret_key=TEST_SECRET,
-        dialect_name=dialect,
-    )
+    resources = make_resources(settings, sessionmaker, dialect)
     kinds = (BAD_KEY, BAD_JWT, {}, {"Authorization": "Bearer service_sk_test_short"})
     async with client_at(resources, "192.0.2.50") as shared_nat:
         statuses = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.calls.models import AgentPhoneNumber
@@ -95,37 +96,26 @@ async def test_a_test_key_call_never_links_a_live_number(
     assert dispatched.json()["phone_number_id"] is None
 
 
+@pytest.mark.parametrize("caller_is_a_contact", [True, False])
 async def test_an_inbound_call_names_its_caller_and_the_number_called(
     client: httpx.AsyncClient,
     acme: Tenant,
     tenants: TenantFactory,
     sessionmaker: async_sessionmaker[AsyncSession],
+    caller_is_a_contact: bool,
 ) -> None:
     live = await tenants.key(acme, ["full_access"], livemode=True)
     agent_id = await create_agent(client, live)
     number_id = await assigned(sessionmaker, acme, agent_id, "+14155550160", livemode=True)
-    caller_id = await contact(client, acme, CALLER)
+    await contact(client, acme, "+14155550100")  # someone else
+    caller_id = await contact(client, acme, CALLER) if caller_is_a_contact else None
     answered = await carrier_post(client, INCOMING_PATH, incoming("CA" + "d" * 32, "+14155550160"))
     assert answered.status_code == 200
     [log] = await inbound_logs(client, live)
     assert (log["contact_id"], log["phone_number_id"]) == (caller_id, number_id)
-    assert await recent_calls(client, live, caller_id) == [
-        {"id": log["id"], "direction": "inbound"}
-    ]
-    # The call is live data: the contact (shared by both modes) shows it to live keys only.
-    assert await recent_calls(client, acme, caller_id) == []
-
-
-async def test_an_inbound_call_from_an_unknown_number_has_no_contact(
-    client: httpx.AsyncClient,
-    acme: Tenant,
-    tenants: TenantFactory,
-    sessionmaker: async_sessionmaker[AsyncSession],
-) -> None:
-    live = await tenants.key(acme, ["full_access"], livemode=True)
-    agent_id = await create_agent(client, live)
-    number_id = await assigned(sessionmaker, acme, agent_id, "+14155550161", livemode=True)
-    await contact(client, acme, "+14155550100")  # someone else
-    await carrier_post(client, INCOMING_PATH, incoming("CA" + "e" * 32, "+14155550161"))
-    [log] = await inbound_logs(client, live)
-    assert (log["contact_id"], log["phone_number_id"]) == (None, number_id)
+    if caller_id is not None:
+        assert await recent_calls(client, live, caller_id) == [
+            {"id": log["id"], "direction": "inbound"}
+        ]
+        # The call is live data: the contact (shared by both modes) shows it to live keys only.
+        assert await recent_calls(client, acme, caller_id) == []
