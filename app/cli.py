@@ -29,13 +29,23 @@ def _print(payload: dict[str, Any]) -> None:
 
 
 class NotMigrated(Exception):
-    """The database is missing or behind the code's migrations: one line says what to run."""
+    """The database is missing or behind the code's migrations: one line says which database
+    (a relative SQLite path resolved, as run from another directory it names another file;
+    never the credentials) and what to run."""
 
-    def __init__(self) -> None:
+    def __init__(self, database_url: str) -> None:
         super().__init__(
-            "the database is not migrated; run `switchboard migrate` first "
-            "(or `switchboard serve`, which migrates at start)"
+            f"the database {shown_database_url(database_url)} is not migrated; run "
+            "`switchboard migrate` first (or `switchboard serve`, which migrates at start)"
         )
+
+
+def shown_database_url(database_url: str) -> str:
+    """The URL as the process resolves it, without user name or password."""
+    url = make_url(database_url)._replace(username=None, password=None)  # set() keeps None
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        url = url.set(database=str(Path(url.database).resolve()))
+    return url.render_as_string(hide_password=False)
 
 
 def _sqlite_file_missing(database_url: str) -> bool:
@@ -61,12 +71,12 @@ async def _require_migrated(engine: AsyncEngine, database_url: str) -> None:
             lambda sync: set(MigrationContext.configure(sync).get_current_heads())
         )
     if current != heads:
-        raise NotMigrated()
+        raise NotMigrated(database_url)
 
 
 def _in_transaction(settings: Settings, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     if _sqlite_file_missing(settings.database_url):
-        raise NotMigrated()
+        raise NotMigrated(settings.database_url)
 
     async def run() -> T:
         engine = create_engine(settings.database_url, null_pool=True)
@@ -132,7 +142,8 @@ def cmd_orgs_create(settings: Settings, args: argparse.Namespace) -> int:
             scopes=[Scope.FULL_ACCESS.value],
             secret_key=settings.resolved_secret_key(),
         )
-        # key_id: what `switchboard keys revoke` takes, should the key ever leak.
+        # key_id: what `switchboard keys revoke` takes, should the key ever leak (`keys
+        # create` prints it too, beside its `id`).
         return {
             "organization_id": organization.id,
             "api_key": created.secret,
@@ -170,6 +181,7 @@ def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
         key = created.key
         return {
             "id": key.id,
+            "key_id": key.id,  # the name `orgs create` prints it under
             "api_key": created.secret,
             "scopes": key.scopes,
             "livemode": key.livemode,
@@ -222,6 +234,10 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     # Dramatiq is first imported; the worker processes are forked from this one, so it is set
     # before that import (or, if Dramatiq is already imported, they are spawned afresh).
     os.environ["dramatiq_queue_prefetch"] = str(settings.worker_prefetch)  # noqa: SIM112
+    # The processes size their database pool from SWITCHBOARD_WORKER_THREADS
+    # (workers/runtime.py): `--threads` sets it for them, so threads and pool agree.
+    threads = args.threads or settings.worker_threads
+    os.environ["SWITCHBOARD_WORKER_THREADS"] = str(threads)
     spawn = ["--use-spawn"] if "dramatiq.worker" in sys.modules else []
     from dramatiq.cli import main as dramatiq_main
     from dramatiq.cli import make_argument_parser
@@ -232,7 +248,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             "--processes",
             str(args.processes),
             "--threads",
-            str(args.threads),
+            str(threads),
             "--skip-logging",
             *spawn,
         ]
@@ -255,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run job workers on REDIS_URL")
     worker.add_argument("--processes", type=int, default=1)
-    worker.add_argument("--threads", type=int, default=4)
+    worker.add_argument(
+        "--threads", type=int, default=None, help="default: SWITCHBOARD_WORKER_THREADS (4)"
+    )
     worker.set_defaults(handler=cmd_worker)
 
     commands.add_parser("migrate", help="apply database migrations").set_defaults(

@@ -6,13 +6,19 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
 
 from app.kit.ratelimit import RateLimit
 
@@ -43,6 +49,13 @@ def _create_secret_file(path: Path, key: str) -> None:
         temporary.unlink(missing_ok=True)
 
 
+_ORIGIN = re.compile(r"https?://[^/\s,]+")
+
+
+def _split(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
 class Settings(BaseSettings):
     """Every knob of the service; names match the documented environment variables."""
 
@@ -59,8 +72,14 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("REDIS_URL", "redis_url")
     )
     secret_key: str | None = None
+    # A directory of files, one per setting, each named like its variable in lower case
+    # (`switchboard_secret_key`, `database_url`) and holding its value: how container secrets
+    # (/run/secrets) reach the process without being environment variables. Variables win.
+    secrets_dir: Path | None = None
     storage_url: str = "file://./var/objects"
     allow_private_webhook_urls: bool = False
+    # Browser origins allowed to call /graphql and /api/v1, comma-separated (app/cors.py).
+    cors_origins: str | None = None
     graph_api_url: str = "https://graph.facebook.com"
     # A message sent outside a campaign (a reply) waits at most this long for its channel's
     # send budget, a 130429 hold or its recipient's pair rate; then it is stored failed.
@@ -200,6 +219,20 @@ class Settings(BaseSettings):
         parse_prices(value)
         return value
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        directory = os.environ.get("SWITCHBOARD_SECRETS_DIR")
+        if directory and Path(directory).is_dir():
+            file_secret_settings = SecretsSettingsSource(settings_cls, secrets_dir=directory)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
+
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
         # A run's lease must outlast its longest step (one webhook attempt, bounded by the
@@ -237,11 +270,26 @@ class Settings(BaseSettings):
         "whatsapp_app_secret",
         "whatsapp_verify_token",
         "llm_prices",
+        "cors_origins",
         mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _valid_origins(cls, value: str | None) -> str | None:
+        for origin in _split(value):
+            if origin != "*" and _ORIGIN.fullmatch(origin) is None:
+                raise ValueError(
+                    f"{origin!r} is not an origin: scheme://host[:port], no path (or *)"
+                )
+        return value
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return _split(self.cors_origins)
 
     def resolved_secret_key(self) -> str:
         """The configured key, or one generated once into `var/secret.key` and reused after."""

@@ -11,11 +11,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from app.config import Settings, get_settings
+from app.cors import ApiCORS
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
 from app.idempotency.service import purge_expired
@@ -25,8 +26,43 @@ from app.kit.http_errors import json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from rest_compat.app import build_routes
+from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
+from rest_compat.reference import STATIC_URL_PREFIX as REFERENCE_URL_PREFIX
 
 logger = structlog.get_logger("switchboard")
+
+
+HOME_PAGE = """<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <title>Switchboard</title>
+    <style>
+      body { font-family: system-ui, sans-serif; max-width: 40rem; margin: 3rem auto;
+        padding: 0 1rem; line-height: 1.5; color: #222; }
+      code { background: #f3f3f3; padding: 0 .25em; }
+    </style>
+  </head>
+  <body>
+    <h1>Switchboard</h1>
+    <p>Voice AI agents and WhatsApp customer messaging, over REST and GraphQL. Every request
+      needs <code>Authorization: Bearer &lt;API key&gt;</code>
+      (<code>switchboard orgs create --name NAME</code> prints one).</p>
+    <ul>
+      <li><a href="/api/v1/docs">REST API reference</a> (try requests in the browser)</li>
+      <li><a href="/graphql">GraphQL IDE</a> (GraphiQL; paste the key in Headers)</li>
+      <li><a href="/api/v1/openapi.json">OpenAPI document</a></li>
+      <li><a href="/healthz">Health</a> and <a href="/readyz">readiness</a></li>
+    </ul>
+  </body>
+</html>
+"""
+
+
+async def home(_request: Request) -> Response:
+    """Where a browser pointed at the service lands: links to the API's own pages."""
+    return HTMLResponse(HOME_PAGE)
 
 
 async def healthz(_request: Request) -> Response:
@@ -105,14 +141,23 @@ def create_app(
             Route("/graphql", graphql, methods=["GET", "POST"]),
             # Upstream platforms' callbacks (WhatsApp, the carrier): each domain's callbacks.py.
             *(route for routes in collect("callbacks", "ROUTES") for route in routes),
+            Route("/", home, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             # graphql-transport-ws subscriptions (app/graphql/view.py).
             WebSocketRoute("/graphql", graphql),
             Mount(STATIC_URL_PREFIX, StaticFiles(directory=STATIC_DIR), name="graphiql"),
+            Mount(REFERENCE_URL_PREFIX, StaticFiles(directory=REFERENCE_DIR), name="reference"),
         ],
-        middleware=[Middleware(ObservabilityMiddleware, access_log=settings.access_log)],
+        middleware=[
+            Middleware(ObservabilityMiddleware, access_log=settings.access_log),
+            *(
+                [Middleware(ApiCORS, origins=settings.cors_origin_list)]
+                if settings.cors_origin_list
+                else []
+            ),
+        ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )

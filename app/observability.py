@@ -69,13 +69,15 @@ def _record(method: str, route: str, status: int, elapsed: float) -> None:
 
 
 def _route_label(scope: Scope) -> str:
+    """The template of the route that answered (a wrong method included), else `unmatched`:
+    REST operations set `sb.route`; Starlette's router leaves the route it matched, fully or
+    by path only (a 405), in `route`."""
     label = scope.get("sb.route")
     if label:
         return str(label).split(" ", 1)[-1]
-    path: str = scope.get("path", "")
-    for prefix in ("/graphql", "/healthz", "/readyz", "/metrics", "/api/v1/openapi.json"):
-        if path == prefix or path.startswith(prefix + "/"):
-            return prefix
+    path = getattr(scope.get("route"), "path", None)
+    if isinstance(path, str) and path:
+        return path
     return "unmatched"
 
 

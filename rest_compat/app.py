@@ -12,7 +12,8 @@ from app.kit.domains import collect
 from app.kit.http_errors import json_response
 from rest_compat.endpoint import Operation
 from rest_compat.openapi import build_openapi
-from rest_compat.router import RestRoutes
+from rest_compat.reference import reference_page
+from rest_compat.router import Endpoint, RestRoutes
 
 # Each domain's rest module contributes its OPERATIONS (app/kit/domains.py).
 OPERATIONS: tuple[Operation, ...] = tuple(chain.from_iterable(collect("rest", "OPERATIONS")))
@@ -23,4 +24,5 @@ async def openapi_document(_request: Request) -> Response:
 
 
 def build_routes(prefix: str = "/api/v1") -> list[BaseRoute]:
-    return [RestRoutes(prefix, OPERATIONS, {"/openapi.json": openapi_document})]
+    endpoints: dict[str, Endpoint] = {"/openapi.json": openapi_document, "/docs": reference_page}
+    return [RestRoutes(prefix, OPERATIONS, endpoints)]

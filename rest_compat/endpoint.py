@@ -166,6 +166,8 @@ class Operation:
     streams_body: bool = False
     # Media types of a binary success body (downloads); empty: JSON.
     binary_response: tuple[str, ...] = field(default=())
+    # The `organization_id` header must be sent (the seed's ticket creation), not only match.
+    requires_organization_header: bool = False
 
     @property
     def writes(self) -> bool:
@@ -219,7 +221,9 @@ async def run_operation(operation: Operation, request: Request) -> Response:
                 raise InsufficientScope(
                     f"This API key does not have the required scope: {operation.scope.value}"
                 )
-            check_organization_header(request.headers, subject)
+            check_organization_header(
+                request.headers, subject, required=operation.requires_organization_header
+            )
             context = RequestContext(request, session, subject, resources, raw_body)
             idempotency_key = request.headers.get("idempotency-key")
             if (

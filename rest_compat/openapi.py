@@ -234,9 +234,11 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
         {
             "name": "organization_id",
             "in": "header",
-            "required": False,
-            "description": "When present, must be the id of the credential's organization "
-            "(400 otherwise)",
+            "required": op.requires_organization_header,
+            "description": "Required: the id of the credential's organization (400 when "
+            "missing or another)"
+            if op.requires_organization_header
+            else "When present, must be the id of the credential's organization (400 otherwise)",
             "schema": _UUID,
         }
     )

@@ -29,7 +29,8 @@ _SCOPE_KEY = "sb.rest"
 class _PathHandlers:
     """What one path template answers: an Operation or a plain endpoint per method."""
 
-    def __init__(self) -> None:
+    def __init__(self, template: str) -> None:
+        self.template = template
         self.by_method: dict[str, Operation | Endpoint] = {}
 
     def add(self, method: str, handler: Operation | Endpoint) -> None:
@@ -70,7 +71,10 @@ class RestRoutes(BaseRoute):
 
     def _handlers_for(self, path: str, templated: dict[str, _PathHandlers]) -> _PathHandlers:
         table = templated if _PARAMETER.search(path) else self._static
-        return table.setdefault(path, _PathHandlers())
+        handlers = table.get(path)
+        if handlers is None:
+            handlers = table[path] = _PathHandlers(path)
+        return handlers
 
     def _find(self, path: str) -> tuple[_PathHandlers, dict[str, str]] | None:
         handlers = self._static.get(path)
@@ -100,6 +104,8 @@ class RestRoutes(BaseRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         handlers: _PathHandlers = scope[_SCOPE_KEY]
         handler = handlers.by_method.get(scope["method"])
+        if not isinstance(handler, Operation):  # operations label themselves (run_operation)
+            scope["sb.route"] = f"{scope['method']} {handlers.template}"
         if handler is None:
             response = json_response(
                 {"detail": "Method Not Allowed"}, 405, {"Allow": handlers.allow}

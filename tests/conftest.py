@@ -210,10 +210,10 @@ def settings(database_url: str, tmp_path: Path, platform: FakeGraph) -> Settings
     return make_settings(database_url, tmp_path, graph_api_url=platform.base_url)
 
 
-@pytest.fixture
-def resources(
+def make_resources(
     settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], dialect: str
 ) -> Resources:
+    """The app's resources on the test's transaction, with `settings` of the test's own."""
     return Resources(
         settings=settings,
         sessionmaker=sessionmaker,
@@ -221,6 +221,13 @@ def resources(
         secret_key=TEST_SECRET,
         dialect_name=dialect,
     )
+
+
+@pytest.fixture
+def resources(
+    settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], dialect: str
+) -> Resources:
+    return make_resources(settings, sessionmaker, dialect)
 
 
 @pytest.fixture

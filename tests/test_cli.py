@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
 import app.organizations.repository as org_repository
 from app.cli import build_parser, cmd_keys_create
@@ -170,10 +171,11 @@ def test_orgs_create_prints_organization_and_full_access_key(workspace: Workspac
     assert TEST_KEY.match(workspace.org["api_key"]), workspace.org["api_key"]
 
 
-NOT_MIGRATED = (
-    "error: the database is not migrated; run `switchboard migrate` first "
-    "(or `switchboard serve`, which migrates at start)\n"
-)
+def not_migrated(shown_url: str) -> str:
+    return (
+        f"error: the database {shown_url} is not migrated; run `switchboard migrate` first "
+        "(or `switchboard serve`, which migrates at start)\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -194,7 +196,8 @@ def test_commands_on_a_fresh_directory_say_what_to_run(
     result = Cli(tmp_path, env).run(command, stdin="pw-1234567890\n")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr == NOT_MIGRATED
+    # The relative path resolved: run from another directory, it names another file.
+    assert result.stderr == not_migrated(f"sqlite+aiosqlite:///{tmp_path}/var/switchboard.db")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -203,7 +206,10 @@ def test_commands_on_an_unmigrated_database_say_what_to_run(tmp_path: Path) -> N
     sqlite3.connect(database).close()  # exists, no tables
     env = _environment(f"sqlite+aiosqlite:///{database}")
     result = Cli(tmp_path, env).run(argv("orgs create", name="Acme"))
-    assert (result.returncode, result.stderr) == (2, NOT_MIGRATED)
+    assert (result.returncode, result.stderr) == (
+        2,
+        not_migrated(f"sqlite+aiosqlite:///{database}"),
+    )
     with sqlite3.connect(database) as connection:
         tables = connection.execute("SELECT name FROM sqlite_master").fetchall()
     assert tables == []
@@ -211,8 +217,13 @@ def test_commands_on_an_unmigrated_database_say_what_to_run(tmp_path: Path) -> N
 
 def test_commands_on_an_unmigrated_postgresql_database_say_what_to_run(tmp_path: Path) -> None:
     with fresh_database("postgresql", tmp_path, "sb_cli_empty", migrate=False) as url:
-        result = Cli(tmp_path, _environment(url)).run(argv("orgs create", name="Acme"))
-    assert (result.returncode, result.stderr) == (2, NOT_MIGRATED)
+        with_password = make_url(url).set(password="s3cret-pw").render_as_string(False)
+        result = Cli(tmp_path, _environment(with_password)).run(argv("orgs create", name="Acme"))
+    # Named, but never with its credentials.
+    shown = make_url(url)._replace(username=None).render_as_string(hide_password=False)
+    assert (result.returncode, result.stderr) == (2, not_migrated(shown))
+    assert "s3cret-pw" not in result.stderr
+    assert "postgres@" not in result.stderr
 
 
 def test_an_unreachable_database_is_one_line(tmp_path: Path) -> None:
@@ -254,8 +265,9 @@ def test_keys_create_with_scopes(sqlite_workspace: Workspace) -> None:
             scopes="agents:read,calls:read",
         )
     )
-    assert set(created) >= {"id", "api_key", "scopes", "livemode", "expires_at"}
+    assert set(created) >= {"id", "key_id", "api_key", "scopes", "livemode", "expires_at"}
     assert UUID.match(created["id"])
+    assert created["key_id"] == created["id"]  # the name `orgs create` prints it under
     assert TEST_KEY.match(created["api_key"])
     assert created["scopes"] == ["agents:read", "calls:read"]
     assert created["livemode"] is False

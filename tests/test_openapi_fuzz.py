@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import threading
 import time
 import urllib.parse
 import uuid
@@ -29,7 +28,6 @@ import orjson
 import pytest
 import requests
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
@@ -56,6 +54,7 @@ from app.main import create_app
 from app.organizations.service import create_organization, create_user
 from app.templates.models import MessageTemplate
 from tests.conftest import TEST_SECRET, fresh_database, make_settings
+from tests.live_server import ServerThread
 
 CHECKS = [
     not_a_server_error,
@@ -86,38 +85,12 @@ SUCCESS_NEEDS_STATE = frozenset(
 EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode
 EXAMPLES_WITHOUT_SCOPE = 10  # per operation
 EXAMPLES_WITHOUT_CREDENTIALS = 10  # per operation
+EXAMPLES_WITHOUT_OPTIONAL_HEADERS = 5  # per operation
 # Writes last, deletes at the very end, so reads and updates meet the seeded rows.
 METHOD_ORDER = {"GET": 0, "POST": 1, "PUT": 2, "PATCH": 3, "DELETE": 4}
 
 
 # --------------------------------------------------------------------------- the live server
-
-
-class ServerThread:
-    """uvicorn.Server with its own event loop in a daemon thread, on a free port."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, lifespan="on", log_level="warning", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name="fuzz-uvicorn", daemon=True)
-
-    def start(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("uvicorn stopped during startup")
-            if time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start within 20 s")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=15)
 
 
 @dataclass
@@ -918,6 +891,46 @@ def test_fuzz_with_full_access(target: Target, schema: Any) -> None:
         assert any(200 <= status < 300 for status in seen), (
             f"{_label(operation)} never succeeded while fuzzed; statuses seen: {seen}"
         )
+
+
+def _required_headers(operation: Any) -> set[str]:
+    return {parameter.name.lower() for parameter in operation.headers if parameter.is_required}
+
+
+def _without_optional_headers(case: Any, required: set[str]) -> Any:
+    if case.headers:  # a case-insensitive mapping
+        for name in list(case.headers.keys()):
+            if name.lower() not in required:
+                del case.headers[name]
+    return case
+
+
+def test_fuzz_without_optional_headers(target: Target, schema: Any) -> None:
+    """As a client generated from the document sends: the headers it calls required, and no
+    other. A request the document allows must not be refused (a header the server needs but
+    the document calls optional fails here)."""
+    report = Report()
+    _start_budget(target)
+    for operation in _operations(schema):
+        required = _required_headers(operation)
+        own_org = {"organization_id": target.organization_id}
+        _fuzz(
+            target,
+            report,
+            operation,
+            _strategies(operation, target, GenerationMode.POSITIVE).map(
+                lambda case, required=required: _without_optional_headers(case, required)
+            ),
+            max_examples=EXAMPLES_WITHOUT_OPTIONAL_HEADERS,
+            headers=lambda required=required, own_org=own_org: {  # type: ignore[misc]
+                **_bearer(target.full_access_key),
+                **(own_org if "organization_id" in required else {}),
+            },
+            checks=[*CHECKS, positive_data_acceptance],
+        )
+    _warn_if_budget_hit(target)
+    report.fail_if_any(f"without optional headers on {target.backend}")
+    assert report.statuses, "nothing was sent"
 
 
 def _key_without_scope(operation: Any, target: Target) -> str:

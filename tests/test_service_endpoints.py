@@ -27,6 +27,9 @@ from app.graphql.schema import schema_sdl
 from app.main import create_app
 from app.resources import Resources
 from rest_compat.app import OPERATIONS
+from rest_compat.reference import ASSETS as REFERENCE_ASSETS
+from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
+from rest_compat.reference import reference_html
 from tests.conftest import REQUIRE_SERVICES, Tenant, service_unavailable
 from tests.html_assets import asset_urls
 
@@ -207,6 +210,35 @@ async def test_metrics_route_label_is_the_template_not_the_path(
     )
 
 
+async def test_metrics_name_the_route_of_callbacks_assets_and_wrong_methods(
+    client: httpx.AsyncClient,
+) -> None:
+    """Only unknown paths are `unmatched`: platform callbacks (even refused ones), GraphiQL's
+    assets and a known path asked with the wrong method keep their route."""
+    calls = [
+        ("POST", "/webhooks/whatsapp", "/webhooks/whatsapp"),
+        ("POST", "/webhooks/telephony/status", "/webhooks/telephony/status"),
+        ("POST", "/webhooks/telephony/incoming", "/webhooks/telephony/incoming"),
+        ("GET", "/static/graphiql/graphiql.min.css", "/static/graphiql"),
+        ("PUT", "/graphql", "/graphql"),
+        ("DELETE", "/healthz", "/healthz"),
+        ("PATCH", "/api/v1/contacts", "/contacts"),
+        ("PATCH", f"/api/v1/contacts/{uuid.uuid4()}", "/contacts/{contact_id}"),
+    ]
+    statuses = {}
+    for method, path, _route in calls:
+        statuses[path] = (await client.request(method, path, content=b"{}")).status_code
+    samples = await _metrics(client)
+    for method, path, route in calls:
+        key = _key(
+            "switchboard_http_requests_total",
+            method=method,
+            route=route,
+            status=str(statuses[path]),
+        )
+        assert samples.get(key, 0) >= 1, (method, path, route, statuses[path])
+
+
 # --------------------------------------------------------------------------- router errors
 
 
@@ -378,6 +410,21 @@ def _refs(node: Any) -> Iterator[str]:
             yield from _refs(value)
 
 
+async def test_openapi_says_which_operations_need_the_organization_header(
+    openapi: dict[str, Any],
+) -> None:
+    """Ticket creation refuses a request without `organization_id` (the seed's rule), so the
+    document makes it required there; everywhere else it is optional (checked when sent)."""
+    required = {
+        f"{method.upper()} {path}"
+        for path, item in openapi["paths"].items()
+        for method, operation in item.items()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "organization_id" and parameter["required"]
+    }
+    assert required == {"POST /api/v1/inbox/tickets"}
+
+
 async def test_openapi_passes_openapi_spec_validator(openapi: dict[str, Any]) -> None:
     # The reference validator (it once found 8 errors: `default: null` on update fields that
     # may not be null).
@@ -430,12 +477,13 @@ async def test_openapi_is_a_valid_openapi_31_document(openapi: dict[str, Any]) -
 # --------------------------------------------------------------------------- GraphiQL
 
 
-async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
-    response = await client.get("/graphql", headers={"Accept": "text/html"})
+@pytest.mark.parametrize(("path", "name"), [("/graphql", "graphiql"), ("/api/v1/docs", "swagger")])
+async def test_ide_pages_are_self_hosted(client: httpx.AsyncClient, path: str, name: str) -> None:
+    response = await client.get(path, headers={"Accept": "text/html"})
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     html = response.text
-    assert "graphiql" in html.lower()
+    assert name in html.lower()
     assert "https://" not in html
     assert "http://" not in html
 
@@ -449,6 +497,30 @@ async def test_graphiql_page_is_self_hosted(client: httpx.AsyncClient) -> None:
         assert asset.content, url
         expected = "text/css" if url.endswith(".css") else "javascript"
         assert expected in asset.headers["content-type"], (url, asset.headers)
+
+
+async def test_the_landing_page_links_the_apis_own_pages(client: httpx.AsyncClient) -> None:
+    response = await client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    links = asset_urls(response.text)
+    assert {"/api/v1/docs", "/graphql", "/api/v1/openapi.json", "/healthz"} <= set(links)
+    for link in links:
+        assert (await client.get(link)).status_code == 200, link
+
+
+def test_the_rest_reference_vendors_only_built_files() -> None:
+    """Swagger UI's built bundle, stylesheet and licences: nothing else of the npm package."""
+    shipped = sorted(path.name for path in REFERENCE_DIR.iterdir())
+    assert shipped == sorted(
+        [
+            *REFERENCE_ASSETS,
+            "LICENSE.swagger-ui.txt",
+            "NOTICE.swagger-ui.txt",
+            "swagger-ui-bundle.js.LICENSE.txt",
+        ]
+    )
+    assert "validatorUrl: null" in reference_html()
 
 
 # --------------------------------------------------------------------------- GraphQL SDL

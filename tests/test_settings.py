@@ -41,6 +41,8 @@ SAMPLES: dict[str, Any] = {
     "embeddings_model_path": Path("/srv/models/minilm"),
     "ai_replies_per_minute": "90/m",
     "llm_prices": '{"openai/gpt-4o": [2.5, 10]}',
+    "secrets_dir": Path("/run/secrets-of-nothing"),
+    "cors_origins": "https://dashboard.example.com,http://localhost:5173",
 }
 
 
@@ -112,3 +114,21 @@ def test_settings_are_still_given_by_field_name() -> None:
         "sqlite+aiosqlite:///y.db",
         "redis://r/1",
     )
+
+
+def test_secrets_are_read_from_files_of_the_secrets_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Container secrets: one file per setting, named like its variable in lower case; an
+    environment variable of the same name still wins."""
+    (tmp_path / "switchboard_secret_key").write_text("from-a-file-" + "k" * 40)
+    (tmp_path / "database_url").write_text("postgresql+asyncpg://app:pw@db/switchboard")
+    monkeypatch.setenv("SWITCHBOARD_SECRETS_DIR", str(tmp_path))
+    monkeypatch.delenv("SWITCHBOARD_SECRET_KEY", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.secret_key == "from-a-file-" + "k" * 40
+    assert settings.database_url == "postgresql+asyncpg://app:pw@db/switchboard"
+    assert settings.secrets_dir == tmp_path
+    monkeypatch.setenv("DATABASE_URL", "sqlite+aiosqlite:///wins.db")
+    assert Settings(_env_file=None).database_url == "sqlite+aiosqlite:///wins.db"  # type: ignore[call-arg]

@@ -13,6 +13,7 @@ from app.kit.repository import Filter, OrgScopedRepository
 class AgentTestRunRepository(OrgScopedRepository[AgentTestRun]):
     model = AgentTestRun
     resource = "Agent test"
+    moded = True
     list_columns: ClassVar = (
         AgentTestRun.id,
         AgentTestRun.organization_id,

@@ -77,15 +77,13 @@ async def create_agent(
         status=ACTIVE,
         config=data.agent_config.normalized(),
     )
-    AgentRepository(session, subject.organization_id).add(agent)
+    AgentRepository(session, subject).add(agent)
     await session.flush()
     return agent
 
 
 async def get_agent(session: AsyncSession, subject: Subject, agent_id: str) -> Any:
-    row = await AgentRepository(session, subject.organization_id).get_row_or_404(
-        _checked_id(agent_id)
-    )
+    row = await AgentRepository(session, subject).get_row_or_404(_checked_id(agent_id))
     return row
 
 
@@ -93,7 +91,7 @@ async def list_agents(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
     """Every agent of the organization, whatever its status, newest first."""
-    return await AgentRepository(session, subject.organization_id).cursor_page(params)
+    return await AgentRepository(session, subject).cursor_page(params)
 
 
 async def update_agent(
@@ -107,7 +105,7 @@ async def update_agent(
 ) -> Agent:
     """Replaces the fields given. A new `agent_config` replaces the stored one whole: voice
     settings, prompts and tool integrations left out of it are gone, not kept."""
-    repository = AgentRepository(session, subject.organization_id)
+    repository = AgentRepository(session, subject)
     agent = await _get_entity(repository, agent_id)
     if data.agent_config is not None:
         await _guard_tool_urls(data.agent_config, allow_private, resolver)
@@ -125,7 +123,7 @@ async def update_agent(
 
 async def delete_agent(session: AsyncSession, subject: Subject, agent_id: str) -> str:
     """Permanent removal; returns the agent's id in its canonical form."""
-    repository = AgentRepository(session, subject.organization_id)
+    repository = AgentRepository(session, subject)
     agent = await _get_entity(repository, agent_id)
     deleted_id = agent.id
     await repository.delete(agent)

@@ -1,12 +1,15 @@
 """Failed credential checks per client address: trying many keys or tokens (spraying) is
-throttled like any other request, 429 instead of 401.
+throttled, 429 instead of 401.
 
 Each failure spends one unit of the address's bucket (SWITCHBOARD_AUTH_FAILURE_RATE_LIMIT_PER_
-ADDRESS, in the shared rate limiter). When the bucket is empty the address is refused outright,
-valid credential or not, until the bucket has room again: answering a valid key while refusing
-invalid ones would still let a caller test keys at full speed. That refusal is remembered in the
-process, so a request costs nothing more than a dictionary look-up (nothing at all while no
-address is refused); each process learns of a refusal from the address's first failure it sees.
+ADDRESS, in the shared rate limiter). When the bucket is empty the address's failures are
+refused with 429 until it has room again, and only its failures: a valid credential from the
+same address (a neighbour behind the same NAT or proxy) is always served. The refusal is
+remembered in the process (each process learns of it from the address's first failure it
+sees), so while it lasts a failure costs no limiter round trip, and a request whose credential
+cannot be valid on its face (no header, a malformed key, a JWT with a bad signature) is refused
+after a dictionary look-up alone, before any database work (app/auth/gate.py). Random
+well-formed keys cost what any request's key costs: a keyed hash and one indexed look-up.
 """
 
 from __future__ import annotations
@@ -30,17 +33,18 @@ class FailedAuthentications:
         self._clock = clock
         self._refused_until: dict[str, float] = {}
 
-    def check(self, address: str) -> None:
-        """RateLimited while `address` is refused; no I/O."""
+    def refused_for(self, address: str) -> float | None:
+        """Seconds until `address`'s failures are answered 401 again, or None; no I/O."""
         if not self._refused_until:
-            return
+            return None
         until = self._refused_until.get(address)
         if until is None:
-            return
+            return None
         remaining = until - self._clock()
         if remaining > 0:
-            raise RateLimited(remaining)
+            return remaining
         del self._refused_until[address]
+        return None
 
     async def failed(self, limiter: RateLimiter, address: str, limit: RateLimit) -> None:
         """Count one failure of `address`; RateLimited (and refused from now) when over."""

@@ -8,7 +8,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.types import Scope
 
-from app.auth.service import ResolvedCredential, resolve_credential, touch_api_key
+from app.auth.service import ResolvedCredential, may_be_valid, resolve_credential, touch_api_key
 from app.auth.subject import Subject
 from app.kit import limits
 from app.kit.errors import AuthenticationFailed, OrganizationMismatch, RateLimited
@@ -29,16 +29,21 @@ async def authenticate(
     """The caller behind the header, after its key and organization rate limits.
 
     A failed check counts against the client address (app/auth/failures.py): past its limit the
-    address gets 429 instead of 401, and then 429 for any credential until it may try again.
+    address's failures get 429 instead of 401 until it may try again; a valid credential from
+    it is served all the same.
     """
     settings = resources.settings
     failures = resources.failed_authentications
-    failures.check(address)
+    refused = failures.refused_for(address)
+    if refused is not None and not may_be_valid(authorization, resources.secret_key):
+        raise RateLimited(refused)  # nothing to look up: refused without I/O
     try:
         credential = await resolve_credential(
             session, authorization, resources.secret_key, resources.credential_cache
         )
     except AuthenticationFailed:
+        if refused is not None:
+            raise RateLimited(refused) from None
         await failures.failed(
             resources.rate_limiter, address, settings.auth_failure_address_rate_limit
         )
@@ -53,12 +58,18 @@ async def authenticate(
     return credential
 
 
-def check_organization_header(headers: Mapping[str, str], subject: Subject) -> None:
-    """CONTRACT §2: an `organization_id` header, when sent, must name the caller's organization."""
+def check_organization_header(
+    headers: Mapping[str, str], subject: Subject, *, required: bool = False
+) -> None:
+    """An `organization_id` header, when sent, must name the caller's organization; where
+    `required` (ticket creation), it must be sent."""
     claimed = headers.get("organization_id")
     if claimed is None:
         claimed = headers.get("organization-id")
-    if claimed is not None and claimed.strip() != subject.organization_id:
+    if claimed is None:
+        if required:
+            raise OrganizationMismatch()
+    elif claimed.strip() != subject.organization_id:
         raise OrganizationMismatch()
 
 

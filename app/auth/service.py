@@ -78,7 +78,7 @@ async def create_api_key(
 async def list_api_keys(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
-    return await ApiKeyRepository(session, subject.organization_id).cursor_page(params)
+    return await ApiKeyRepository(session, subject).cursor_page(params)
 
 
 async def revoke_api_key(session: AsyncSession, organization_id: str | None, key_id: str) -> ApiKey:
@@ -160,6 +160,19 @@ async def _find_key(
     if cache is not None:
         cache.put(key_hash, credential, generation)
     return credential
+
+
+def may_be_valid(authorization: str | None, secret_key: str) -> bool:
+    """Whether the header could name a valid credential, judged without any I/O: a
+    well-formed API key (only a lookup can tell more), or a JWT whose signature and expiry
+    hold. A refused client address is refused at once for anything else."""
+    try:
+        token = _bearer_token(authorization)
+    except AuthenticationFailed:
+        return False
+    if token.startswith("service_sk_"):
+        return keys.is_well_formed(token)
+    return decode_token(token, secret_key) is not None
 
 
 async def resolve_credential(

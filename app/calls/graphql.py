@@ -7,7 +7,8 @@ goes through `load_recent_calls`, which batches every contact of a response into
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any, cast
 
@@ -36,7 +37,14 @@ from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
 from app.integrations.telephony.base import END_STATUSES
-from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound, RequestValidationFailed
+from app.kit.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    LiveModeForbidden,
+    NotFound,
+    RequestValidationFailed,
+)
 from app.kit.jsonutil import dumps, loads
 from app.kit.validation import parse_model
 
@@ -67,9 +75,7 @@ def agents_loader(context: Context) -> DataLoader[str, Any]:
 
     async def load(keys: list[str]) -> list[Any]:
         async with context.db() as session:
-            rows = await AgentRepository(
-                session, context.require_subject().organization_id
-            ).rows_by_ids(keys)
+            rows = await AgentRepository(session, context.require_subject()).rows_by_ids(keys)
         return [rows.get(key) for key in keys]
 
     return context.loader(AGENTS_LOADER, load)
@@ -263,7 +269,14 @@ class AssignPhoneNumberInput:
 PHONE_NUMBERS = DomainMutations(
     "PhoneNumber",
     scope=Scope.AGENTS_WRITE,
-    errors=(InvalidInput, NotFound, Conflict, numbers.NumberNotVerified, numbers.CarrierFailure),
+    errors=(
+        InvalidInput,
+        NotFound,
+        Conflict,
+        LiveModeForbidden,
+        numbers.NumberNotVerified,
+        numbers.CarrierFailure,
+    ),
     node=PhoneNumber,
     as_node=as_phone_number,
 )
@@ -331,29 +344,38 @@ async def _snapshot(context: SocketContext, call_log_id: str) -> CallProgress:
 
 
 async def _progress(
-    context: SocketContext, call_log_id: str, first: CallProgress
+    context: SocketContext,
+    stream: AsyncGenerator[dict[str, Any], None],
+    first: CallProgress,
 ) -> AsyncGenerator[CallProgress, None]:
-    subject = context.require_subject()
-    yield first
-    if first.status in END_STATUSES:
-        return
-    stream: AsyncIterator[dict[str, Any]] = context.resources.event_stream.subscribe(
-        subject.organization_id
-    )
+    """`first`, then the call's events from `stream` (subscribed before `first` was read, so
+    no step in between is lost), until it ends. While the stream is silent the call is read
+    again every PROGRESS_RECHECK_SECONDS, so an end the stream missed still ends it."""
+    call_log_id = row_id(first)
+    # The call's mode, not the credential's: a live key may follow a test-mode call.
+    livemode = cast(dict[str, Any], first.data)["livemode"]
     status = first.status
+    waiting: asyncio.Task[dict[str, Any]] | None = None
     try:
+        yield first
+        if status in END_STATUSES:
+            return
         while True:
-            try:
-                body = await asyncio.wait_for(anext(stream), PROGRESS_RECHECK_SECONDS)
-            except TimeoutError:
+            if waiting is None:
+                waiting = asyncio.ensure_future(anext(stream))
+            # Not wait_for: cancelling the read on a timeout would close the stream.
+            done, _ = await asyncio.wait({waiting}, timeout=PROGRESS_RECHECK_SECONDS)
+            if not done:
                 snapshot = await _snapshot(context, call_log_id)
                 if snapshot.status in END_STATUSES:
                     yield snapshot
                     return
                 continue
+            body = waiting.result()
+            waiting = None
             data: dict[str, Any] = body.get("data") or {}
             if (
-                body.get("livemode") is not subject.livemode
+                body.get("livemode") is not livemode
                 or body.get("type") not in CALL_EVENT_TYPES
                 or call_log_id not in (data.get("id"), data.get("call_log_id"))
             ):
@@ -365,8 +387,11 @@ async def _progress(
             if body["type"] == "call.completed":
                 return
     finally:
-        if isinstance(stream, AsyncGenerator):
-            await stream.aclose()
+        if waiting is not None:
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await waiting
+        await stream.aclose()
 
 
 @strawberry.type
@@ -382,8 +407,14 @@ class Subscription:
         context = info.context
         if not isinstance(context, SocketContext):
             raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
+        subject = context.require_subject()
+        # Subscribed first, then the snapshot: a step taken while it is read is not lost.
+        stream = await context.resources.event_stream.open(subject.organization_id)
         try:
             first = await _snapshot(context, id)
-        except DomainError as exc:
-            raise as_graphql_error(exc) from exc
-        return _progress(context, row_id(first), first)
+        except BaseException as exc:
+            await stream.aclose()
+            if isinstance(exc, DomainError):
+                raise as_graphql_error(exc) from exc
+            raise
+        return _progress(context, stream, first)

@@ -24,7 +24,7 @@ from app.calls.schemas import PhoneNumberAssign
 from app.config import Settings
 from app.integrations.telephony.base import CarrierError
 from app.integrations.telephony.twilio import TwilioCarrier
-from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.kit.errors import Conflict, DomainError, InvalidInput, LiveModeForbidden, NotFound
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
@@ -54,13 +54,15 @@ async def assign_phone_number(
     agent_id = normalize_id(data.agent_id.strip())
     if agent_id is None:
         raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
-    if await AgentRepository(session, subject.organization_id).get_row(agent_id) is None:
+    if await AgentRepository(session, subject).get_row(agent_id) is None:
         raise NotFound("Agent")
     phone_number = to_e164(data.phone_number, "phone_number")
     existing = await assignment_for_number(session, phone_number, livemode=subject.livemode)
     if existing is not None:
         if existing.organization_id != subject.organization_id:
             raise Conflict(NUMBER_IN_USE, field="phone_number")
+        if existing.livemode and not subject.livemode:
+            raise LiveModeForbidden(PhoneNumberRepository.resource)
         existing.agent_id = agent_id
         await session.flush()
         return existing
@@ -78,7 +80,7 @@ async def assign_phone_number(
     )
     try:
         async with session.begin_nested():  # a concurrent assignment of the number won
-            PhoneNumberRepository(session, subject.organization_id).add(assignment)
+            PhoneNumberRepository(session, subject).add(assignment)
             await session.flush()
     except IntegrityError as exc:
         raise Conflict(NUMBER_IN_USE, field="phone_number") from exc
@@ -115,11 +117,11 @@ async def verify_with_carrier(settings: Settings, phone_number: str) -> None:
 async def list_phone_numbers(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
-    return await PhoneNumberRepository(session, subject.organization_id).cursor_page(params)
+    return await PhoneNumberRepository(session, subject).cursor_page(params)
 
 
 async def unassign_phone_number(session: AsyncSession, subject: Subject, assignment_id: str) -> str:
-    repository = PhoneNumberRepository(session, subject.organization_id)
+    repository = PhoneNumberRepository(session, subject)
     assignment = await repository.get_or_404(assignment_id)
     removed = assignment.id
     await repository.delete(assignment)

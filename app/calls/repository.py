@@ -39,6 +39,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
     model = CallLog
     resource = "Call log"
     counted = True
+    moded = True
     list_columns: ClassVar = (
         CallLog.id,
         CallLog.organization_id,
@@ -189,6 +190,17 @@ async def call_log_for_carrier(session: AsyncSession, call_log_id: str) -> CallL
 class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
     model = AgentPhoneNumber
     resource = "Phone number"
+    moded = True
+
+    async def by_number(self, phone_number: str) -> AgentPhoneNumber | None:
+        """The assignment of an E.164 number, when this organization holds it."""
+        result = await self._execute(
+            self.scoped(select(AgentPhoneNumber)).where(
+                AgentPhoneNumber.phone_number == phone_number
+            )
+        )
+        return result.scalar_one_or_none()
+
     list_columns: ClassVar = (
         AgentPhoneNumber.id,
         AgentPhoneNumber.organization_id,

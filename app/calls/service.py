@@ -80,14 +80,14 @@ async def record_call_log(
 
 
 async def get_call_log(session: AsyncSession, subject: Subject, call_log_id: str) -> Any:
-    return await CallLogRepository(session, subject.organization_id).get_row_or_404(call_log_id)
+    return await CallLogRepository(session, subject).get_row_or_404(call_log_id)
 
 
 async def list_call_logs(
     session: AsyncSession, subject: Subject, query: CallLogListQuery
 ) -> NumberedPage[Any]:
     """Newest call first (by started_at), envelope B paging, optional filters."""
-    repository = CallLogRepository(session, subject.organization_id)
+    repository = CallLogRepository(session, subject)
     filters = repository.filters(
         direction=query.direction, status=query.status, search=query.search
     )
@@ -105,9 +105,7 @@ async def recent_calls_by_contact(
     """The `limit` newest calls of each contact (of the caller's organization), by contact id."""
     check_recent_calls_limit(limit)
     unique_ids = list(dict.fromkeys(contact_ids))
-    rows = await CallLogRepository(session, subject.organization_id).recent_for_contacts(
-        unique_ids, limit
-    )
+    rows = await CallLogRepository(session, subject).recent_for_contacts(unique_ids, limit)
     by_contact: dict[str, list[Any]] = {contact_id: [] for contact_id in unique_ids}
     for row in rows:
         by_contact[row.contact_id].append(row)

@@ -25,11 +25,13 @@ from app.auth.subject import Subject
 from app.calls.models import CallLog
 from app.calls.repository import (
     CallLogRepository,
+    PhoneNumberRepository,
     assignment_for_number,
     call_log_by_call_id,
     call_log_for_carrier,
 )
 from app.calls.schemas import CallDispatch, call_log_to_public
+from app.contacts.repository import ContactRepository
 from app.events.service import emit
 from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
 from app.kit import outbox
@@ -65,7 +67,7 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
     agent_id = normalize_id(data.agent_id.strip())
     if agent_id is None:
         raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
-    agent = await AgentRepository(session, subject.organization_id).get_row(agent_id)
+    agent = await AgentRepository(session, subject).get_row(agent_id)
     if agent is None:
         raise NotFound("Agent")
     if agent.status != ACTIVE:
@@ -78,11 +80,15 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
     else:
         raise InvalidInput("from_number is required for live calls", field="from_number")
     now = utcnow()
+    contact = await ContactRepository(session, subject).by_phone_number(to_number)
+    number = await PhoneNumberRepository(session, subject).by_number(from_number)
     call_log = CallLog(
         organization_id=subject.organization_id,
         livemode=subject.livemode,
         call_id=GATEWAY_ID_PREFIX + secrets.token_hex(16),
         agent_id=agent.id,
+        contact_id=None if contact is None else contact.id,
+        phone_number_id=None if number is None else number.id,
         from_number=from_number,
         to_number=to_number,
         direction="outbound",
@@ -92,7 +98,7 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
         transcript=[],
         cost=0.0,
     )
-    CallLogRepository(session, subject.organization_id).add(call_log)
+    CallLogRepository(session, subject).add(call_log)
     await session.flush()
     await emit(session, call_log, CALL_STARTED, call_log_to_public(call_log))
     outbox.schedule(session, PLACE_ACTOR, call_log.id, data.script(), queue=CALLS_QUEUE)
@@ -159,10 +165,14 @@ async def apply_status(
     if call_log.status in END_STATUSES or status not in END_STATUSES:
         await session.flush()
         return StatusOutcome(call_log, ended=False)
-    ended_at = utcnow()
     call_log.status = status
     call_log.duration_seconds = update_.duration_seconds or 0
-    call_log.ended_at = max(ended_at, call_log.started_at)
+    # A call lasts at least its duration: ended_at - started_at >= duration_seconds (the
+    # carrier's figure excludes ringing). The simulator plays a call out faster than its
+    # clock: its call ends duration_seconds after it started, as a real one would.
+    call_log.ended_at = max(
+        utcnow(), call_log.started_at + timedelta(seconds=call_log.duration_seconds)
+    )
     if update_.recording_url:
         call_log.recording_url = update_.recording_url
     if update_.cost is not None:
@@ -232,12 +242,18 @@ async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[C
     existing = await call_log_by_call_id(session, incoming.call_sid)
     if existing is not None:
         return existing, greeting
+    from_number = to_e164(incoming.from_number, "From")
+    contact = await ContactRepository(session, assignment.organization_id).by_phone_number(
+        from_number
+    )
     call_log = CallLog(
         organization_id=assignment.organization_id,
         livemode=True,
         call_id=incoming.call_sid,
         agent_id=agent.id,
-        from_number=to_e164(incoming.from_number, "From"),
+        contact_id=None if contact is None else contact.id,
+        phone_number_id=assignment.id,
+        from_number=from_number,
         to_number=to_number,
         direction="inbound",
         status=IN_PROGRESS,

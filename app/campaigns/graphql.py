@@ -19,7 +19,6 @@ from app.auth.subject import Subject
 from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
-from app.channels.service import LiveChannelForbidden
 from app.contacts.graphql import Contact, as_contact
 from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
@@ -27,7 +26,7 @@ from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, PageInfo, numbered_page
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_or_none
-from app.kit.errors import DomainError, InvalidInput, InvalidState, NotFound
+from app.kit.errors import DomainError, InvalidInput, InvalidState, LiveModeForbidden, NotFound
 from app.kit.pagination import CursorPage, PageParams
 
 RECIPIENTS_LOADER = "campaigns.recipients"
@@ -242,7 +241,7 @@ CAMPAIGNS = DomainMutations(
         NotFound,
         service.ChannelNotFound,
         service.TemplateNotFound,
-        LiveChannelForbidden,
+        LiveModeForbidden,
     ),
     node=Campaign,
     as_node=as_campaign,

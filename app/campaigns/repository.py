@@ -40,20 +40,17 @@ from app.kit.repository import OrgScopedRepository
 class CampaignRepository(OrgScopedRepository[Campaign]):
     model = Campaign
     resource = "Campaign"
+    moded = True
     list_columns: ClassVar = tuple(Campaign.__table__.columns)
 
-    async def numbered_page(
-        self, params: PageParams, *, status: str | None, test_mode_only: bool
-    ) -> NumberedPage[Any]:
-        conditions: list[ColumnElement[bool]] = [Campaign.organization_id == self.organization_id]
+    async def numbered_page(self, params: PageParams, *, status: str | None) -> NumberedPage[Any]:
+        conditions: list[ColumnElement[bool]] = [self._org_bound()]
         if status is not None:
             conditions.append(Campaign.status == status)
-        if test_mode_only:
-            conditions.append(Campaign.livemode.is_(False))
-        total = await self.session.scalar(
-            select(func.count()).select_from(Campaign).where(*conditions)
-        )
-        rows = await self.session.execute(
+        total = (
+            await self._execute(select(func.count()).select_from(Campaign).where(*conditions))
+        ).scalar()
+        rows = await self._execute(
             select(*self.list_columns)
             .where(*conditions)
             .order_by(Campaign.created_at.desc(), Campaign.id.desc())

@@ -42,9 +42,9 @@ from app.integrations.whatsapp.validator import _variables as template_variables
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.repository import TemplateRepository
 
 CAMPAIGN = "Campaign"
 DISPATCH_ACTOR = "campaigns.dispatch"
@@ -89,20 +89,16 @@ def _refuse(action: str, campaign: Campaign, hint: str = "") -> InvalidState:
 
 
 async def get_campaign(session: AsyncSession, subject: Subject, campaign_id: str) -> Campaign:
-    campaign = await CampaignRepository(session, subject.organization_id).get_or_404(campaign_id)
-    if campaign.livemode and not subject.livemode:
-        raise NotFound(CAMPAIGN)  # a test key sees test-mode campaigns only
-    return campaign
+    return await CampaignRepository(session, subject).get_or_404(campaign_id)
 
 
 async def list_campaigns(
     session: AsyncSession, subject: Subject, params: PageParams, status: StatusFilter
 ) -> NumberedPage[Any]:
     """Newest first; a test-mode credential sees the test-mode campaigns only."""
-    return await CampaignRepository(session, subject.organization_id).numbered_page(
+    return await CampaignRepository(session, subject).numbered_page(
         params,
         status=None if status is StatusFilter.ALL else status.value,
-        test_mode_only=not subject.livemode,
     )
 
 
@@ -117,15 +113,7 @@ async def _channel(session: AsyncSession, subject: Subject, channel_id: str) -> 
 
 
 async def _template(session: AsyncSession, subject: Subject, template_id: str) -> MessageTemplate:
-    canonical = normalize_id(template_id)
-    found = None
-    if canonical is not None:
-        found = await session.scalar(
-            select(MessageTemplate).where(
-                MessageTemplate.organization_id == subject.organization_id,
-                MessageTemplate.id == canonical,
-            )
-        )
+    found = await TemplateRepository(session, subject).get(template_id)
     if found is None:
         raise TemplateNotFound()
     return found
@@ -158,7 +146,7 @@ async def _check_audience(
             )
         if not contacts:
             return
-        unknown = await CampaignRepository(session, subject.organization_id).contacts_outside(
+        unknown = await CampaignRepository(session, subject).contacts_outside(
             campaign.audience_contact_ids
         )
         if unknown:
@@ -320,7 +308,7 @@ async def launch_campaign(session: AsyncSession, subject: Subject, campaign_id: 
             field="message_template_id",
         )
     await _check_audience(session, subject, campaign, contacts=False)
-    total = await CampaignRepository(session, subject.organization_id).resolve_audience(campaign)
+    total = await CampaignRepository(session, subject).resolve_audience(campaign)
     campaign.total_contacts_count = total
     await _start_or_schedule(session, campaign)
     await session.flush()

@@ -18,7 +18,7 @@ from app.channels.schemas import DEFAULT_MESSAGES_PER_SECOND, ChannelCreate, Cha
 from app.graphql.context import Context
 from app.graphql.pagination import Connection
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.errors import Conflict, InvalidInput, LiveModeForbidden, NotFound
 
 
 @strawberry.type(description="A messaging phone number of the organization.")
@@ -75,7 +75,7 @@ CHANNELS = DomainMutations(
         InvalidInput,
         NotFound,
         Conflict,
-        service.LiveChannelForbidden,
+        LiveModeForbidden,
         service.PhoneNumberNotVerified,
         service.PlatformFailure,
     ),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sqlalchemy import ColumnElement, false, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channels.models import HOLDS_NUMBER, Channel
-from app.kit.repository import Filter, OrgScopedRepository
+from app.kit.repository import OrgScopedRepository
 
 # How each backend names the unique key of the number's holders in its error.
 _DUPLICATE_MARKERS = ("uq_channels_phone_number_id_livemode", "channels.phone_number_id")
@@ -18,6 +18,7 @@ _DUPLICATE_MARKERS = ("uq_channels_phone_number_id_livemode", "channels.phone_nu
 class ChannelRepository(OrgScopedRepository[Channel]):
     model = Channel
     resource = "Channel"
+    moded = True
     # Reads never select the sealed token: only `get` (the entity) carries it.
     list_columns: ClassVar = (
         Channel.id,
@@ -33,17 +34,9 @@ class ChannelRepository(OrgScopedRepository[Channel]):
     )
 
     @staticmethod
-    def test_mode_only() -> Filter:
-        return Filter("test_mode", _in_test_mode)
-
-    @staticmethod
     def is_duplicate(exc: IntegrityError) -> bool:
         message = str(exc.orig)
         return any(marker in message for marker in _DUPLICATE_MARKERS)
-
-
-def _in_test_mode() -> ColumnElement[bool]:
-    return Channel.livemode == false()
 
 
 async def holder_of(

@@ -2,9 +2,10 @@
 
 Test mode: a channel takes `livemode` from the credential that creates it. A test-mode
 credential (a test key, or a user's JWT) lists only test-mode channels, and acting on a
-live-mode channel by id gets 403 `LiveChannelForbidden` (docs/api.md, test mode); live keys see
-and use both kinds. Other domains that send through a channel take it with
-`get_channel_for_use`, which applies the same rule, and read its token with `access_token_of`.
+live-mode channel by id gets 403 `livemode_mismatch` (the channel repository, like every
+repository of moded rows, enforces it: app/kit/repository.py); live keys see and use both
+kinds. Other domains that send through a channel take it with `get_channel_for_use` and read
+its token with `access_token_of`.
 
 A phone number id belongs to one organization. In each mode one channel holds it, across
 every organization (a unique index decides between concurrent creates): a second
@@ -31,7 +32,7 @@ from app.config import Settings
 from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.kit.crypto import SecretBox, secret_box
-from app.kit.errors import Conflict, DomainError, InsufficientScope, InvalidInput
+from app.kit.errors import Conflict, DomainError, InvalidInput
 from app.kit.ids import new_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
@@ -73,18 +74,6 @@ class PlatformFailure(DomainError):
         self.error = error
 
 
-class LiveChannelForbidden(InsufficientScope):
-    """A test-mode credential acting on a live-mode channel. Rendered like every 403 (the
-    credential lacks a right), with a code of its own."""
-
-    code = "livemode_mismatch"
-
-    def __init__(self) -> None:
-        super().__init__(
-            "A test-mode credential cannot act on a live-mode channel; use a live API key"
-        )
-
-
 def access_token_box(secret_key: str) -> SecretBox:
     """The box that seals channel access tokens, keyed from the service's secret key."""
     return secret_box(ACCESS_TOKEN_PURPOSE, secret_key)
@@ -93,11 +82,6 @@ def access_token_box(secret_key: str) -> SecretBox:
 def _token_context(channel: Any) -> bytes:
     # A sealed token opens only in the row (and organization) it was sealed for.
     return f"channel:{channel.organization_id}:{channel.id}".encode()
-
-
-def _check_mode(subject: Subject, channel: Any) -> None:
-    if channel.livemode and not subject.livemode:
-        raise LiveChannelForbidden()
 
 
 async def create_channel(
@@ -123,7 +107,7 @@ async def create_channel(
         messages_per_second=data.messages_per_second,
     )
     channel.access_token_encrypted = box.encrypt(data.access_token, _token_context(channel))
-    repository = ChannelRepository(session, subject.organization_id)
+    repository = ChannelRepository(session, subject)
     try:
         async with session.begin_nested():
             repository.add(channel)
@@ -167,25 +151,19 @@ async def verify_phone_number(settings: Settings, phone_number_id: str, access_t
 
 
 async def get_channel(session: AsyncSession, subject: Subject, channel_id: str) -> Any:
-    row = await ChannelRepository(session, subject.organization_id).get_row_or_404(channel_id)
-    _check_mode(subject, row)
-    return row
+    return await ChannelRepository(session, subject).get_row_or_404(channel_id)
 
 
 async def list_channels(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
     """Newest first; a test-mode credential sees the test-mode channels only."""
-    repository = ChannelRepository(session, subject.organization_id)
-    filters = () if subject.livemode else (repository.test_mode_only(),)
-    return await repository.cursor_page(params, *filters)
+    return await ChannelRepository(session, subject).cursor_page(params)
 
 
 async def get_channel_for_use(session: AsyncSession, subject: Subject, channel_id: str) -> Channel:
     """The channel entity (sealed token included) for work done through it."""
-    channel = await ChannelRepository(session, subject.organization_id).get_or_404(channel_id)
-    _check_mode(subject, channel)
-    return channel
+    return await ChannelRepository(session, subject).get_or_404(channel_id)
 
 
 def access_token_of(channel: Channel, box: SecretBox) -> str:
@@ -210,5 +188,5 @@ async def delete_channel(session: AsyncSession, subject: Subject, channel_id: st
     from app.campaigns.service import refuse_channel_deletion_in_use  # campaigns import us
 
     await refuse_channel_deletion_in_use(session, channel.id)
-    await ChannelRepository(session, subject.organization_id).delete(channel)
+    await ChannelRepository(session, subject).delete(channel)
     await session.flush()

@@ -76,6 +76,17 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.updated_at,
     )
 
+    async def by_phone_number(self, phone_number: str) -> Contact | None:
+        """The organization's contact for an E.164 number (the oldest, should there be
+        several): who a call or an inbound message is with."""
+        result = await self._execute(
+            self.scoped(select(Contact))
+            .where(Contact.phone_number == phone_number)
+            .order_by(Contact.created_at, Contact.id)
+            .limit(1)
+        )
+        return result.scalar_one_or_none()
+
     def filters(self, *, tag: str | None, search: str | None) -> list[Filter]:
         filters: list[Filter] = []
         if tag:

@@ -24,14 +24,14 @@ async def create_contact(session: AsyncSession, subject: Subject, data: ContactC
         notes=data.notes,
         custom_fields=data.custom_fields,
     )
-    ContactRepository(session, subject.organization_id).add(contact)
+    ContactRepository(session, subject).add(contact)
     await session.flush()
     await emit(session, subject, "lead.created", contact_to_public(contact))
     return contact
 
 
 async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Any:
-    return await ContactRepository(session, subject.organization_id).get_row_or_404(contact_id)
+    return await ContactRepository(session, subject).get_row_or_404(contact_id)
 
 
 async def list_contacts(
@@ -42,14 +42,14 @@ async def list_contacts(
     tag: str | None = None,
     search: str | None = None,
 ) -> CursorPage[Any]:
-    repository = ContactRepository(session, subject.organization_id)
+    repository = ContactRepository(session, subject)
     return await repository.cursor_page(params, *repository.filters(tag=tag, search=search))
 
 
 async def update_contact(
     session: AsyncSession, subject: Subject, contact_id: str, data: ContactUpdate
 ) -> Contact:
-    repository = ContactRepository(session, subject.organization_id)
+    repository = ContactRepository(session, subject)
     contact = await repository.get_or_404(contact_id)
     changes = data.changes()
     if "phone_number" in changes:
@@ -63,7 +63,7 @@ async def update_contact(
 
 
 async def delete_contact(session: AsyncSession, subject: Subject, contact_id: str) -> None:
-    repository = ContactRepository(session, subject.organization_id)
+    repository = ContactRepository(session, subject)
     contact = await repository.get_or_404(contact_id)
     await repository.delete(contact)
     await session.flush()

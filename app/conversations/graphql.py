@@ -10,7 +10,6 @@ from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
 from app.auth.scopes import Scope
-from app.channels.service import LiveChannelForbidden
 from app.conversations import service
 from app.conversations.schemas import MessageSend
 from app.graphql.context import Context
@@ -18,7 +17,12 @@ from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload
-from app.kit.errors import InvalidInput, InvalidState, NotFound
+from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
+
+
+def _message_type(root: strawberry.Parent[Any]) -> str:
+    # Stored as `kind`: `type` would shadow the builtin on the model.
+    return str(root.kind)
 
 
 @strawberry.type(description="One message of a ticket's conversation.")
@@ -27,8 +31,16 @@ class ConversationMessage:
     organization_id: str
     ticket_id: str
     channel_id: str | None
+    livemode: bool = strawberry.field(description="The mode of the channel it went through")
     direction: str
-    kind: str = strawberry.field(description="text, template, or the inbound message's type")
+    type: str = strawberry.field(
+        resolver=_message_type,
+        description="text, template, or the inbound message's type (REST's `type`)",
+    )
+    kind: str = strawberry.field(
+        description="The former name of `type`",
+        deprecation_reason="Use `type`, as REST names it",
+    )
     text: str | None
     template_name: str | None
     platform_message_id: str | None
@@ -91,7 +103,7 @@ MESSAGES = DomainMutations(
         NotFound,
         InvalidState,
         service.OutsideServiceWindow,
-        LiveChannelForbidden,
+        LiveModeForbidden,
     ),
     node=ConversationMessage,
     as_node=as_message,

@@ -6,7 +6,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
@@ -59,6 +68,8 @@ class Message(TimestampMixin, Base):
     channel_id: Mapped[str | None] = mapped_column(
         ForeignKey("channels.id", ondelete="SET NULL"), nullable=True
     )
+    # The mode of the channel (and conversation) the message went through.
+    livemode: Mapped[bool] = mapped_column(Boolean, server_default=false())
     direction: Mapped[str] = mapped_column(String(16))
     # `text` or `template`.
     kind: Mapped[str] = mapped_column(String(16))

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.contacts.models import Contact
 from app.conversations.models import Direction, Message
 from app.db import lists
 from app.kit.repository import Filter, OrgScopedRepository
@@ -35,19 +34,10 @@ async def message_by_platform_id(
     )
 
 
-async def contact_by_phone(
-    session: AsyncSession, organization_id: str, phone_number: str
-) -> Contact | None:
-    return await session.scalar(
-        select(Contact)
-        .where(Contact.organization_id == organization_id, Contact.phone_number == phone_number)
-        .order_by(Contact.created_at, Contact.id)
-        .limit(1)
-    )
-
-
 class MessageRepository(OrgScopedRepository[Message]):
     model = Message
+    resource = "Message"
+    moded = True
     list_columns: ClassVar = tuple(Message.__table__.columns)
 
     @staticmethod

@@ -12,6 +12,7 @@ class MessageResponse(BaseModel):
     organization_id: str
     ticket_id: str
     channel_id: str | None
+    livemode: bool
     direction: str
     type: str
     text: str | None
@@ -33,6 +34,7 @@ def message_to_public(message: Any) -> dict[str, Any]:
         "organization_id": message.organization_id,
         "ticket_id": message.ticket_id,
         "channel_id": message.channel_id,
+        "livemode": message.livemode,
         "direction": message.direction,
         "type": message.kind,
         "text": message.text,

@@ -17,7 +17,6 @@ from typing import Any
 from uuid import UUID
 
 import structlog
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,17 +25,16 @@ from app.auth.subject import PrincipalType, Subject
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.contacts import service as contacts
+from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
 from app.conversations.repository import (
     MessageRepository,
-    contact_by_phone,
     message_by_platform_id,
 )
 from app.conversations.schemas import MessageSend, message_to_public
 from app.events.service import emit
 from app.inbox import service as inbox
-from app.inbox.models import Ticket
 from app.inbox.schemas import TicketCreate
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
@@ -51,7 +49,7 @@ from app.kit.validation import MAX_NAME_LENGTH, display_name
 from app.quick_replies import service as quick_replies
 from app.quick_replies.cache import snippet_cache
 from app.resources import Resources
-from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.repository import TemplateRepository
 
 logger = structlog.get_logger("switchboard.conversations")
 PLATFORM_PRINCIPAL = "whatsapp"
@@ -116,7 +114,7 @@ async def apply_status(
         message.failed_at = at
         message.error = error
         await session.flush()
-        await emit(session, platform_subject(channel), "message.failed", message_to_public(message))
+        await emit(session, message, "message.failed", message_to_public(message))
         return True
     if STATUS_RANK[new] <= STATUS_RANK[current]:
         return False  # a duplicate, or a late status overtaken by a later one
@@ -192,22 +190,22 @@ async def receive_message(
     except InvalidInput:
         logger.warning("inbound message from an unusable number", platform_message_id=platform_id)
         return None
-    contact = await contact_by_phone(session, channel.organization_id, phone)
+    contact = await ContactRepository(session, channel.organization_id).by_phone_number(phone)
     if contact is None:
         contact = await contacts.create_contact(
             session,
             subject,
             ContactCreate(phone_number=phone, name=contact_name(profile_name, phone)),
         )
-    created = await inbox.create_ticket(session, subject, TicketCreate(contact_id=UUID(contact.id)))
-    ticket = await session.get(Ticket, created.ticket.id)
-    if ticket is not None and ticket.chat_phone_number_id is None:
-        ticket.chat_phone_number_id = channel.id
+    created = await inbox.create_ticket(
+        session, subject, TicketCreate(contact_id=UUID(contact.id)), channel
+    )
     kind, text = _inbound_text(message)
     stored = Message(
         organization_id=channel.organization_id,
         ticket_id=created.ticket.id,
         channel_id=channel.id,
+        livemode=channel.livemode,
         direction=Direction.INBOUND.value,
         kind=kind,
         text=text,
@@ -221,7 +219,7 @@ async def receive_message(
             await session.flush()
     except IntegrityError:
         return None  # the same message, processed concurrently by another delivery
-    await emit(session, subject, "message.received", message_to_public(stored))
+    await emit(session, stored, "message.received", message_to_public(stored))
     return stored
 
 
@@ -247,7 +245,7 @@ async def list_messages(
 ) -> CursorPage[Any]:
     """A ticket's messages, newest first."""
     await inbox.get_ticket(session, subject, ticket_id)
-    repository = MessageRepository(session, subject.organization_id)
+    repository = MessageRepository(session, subject)
     ticket = normalize_id(ticket_id) or ticket_id
     return await repository.cursor_page(params, repository.of_ticket(ticket))
 
@@ -256,9 +254,7 @@ async def recent_messages_by_ticket(
     session: AsyncSession, subject: Subject, ticket_ids: Sequence[str], limit: int
 ) -> dict[str, list[Any]]:
     """The newest messages of each of these tickets (of the organization), in one query."""
-    rows = await MessageRepository(session, subject.organization_id).recent_for_tickets(
-        ticket_ids, limit
-    )
+    rows = await MessageRepository(session, subject).recent_for_tickets(ticket_ids, limit)
     found: dict[str, list[Any]] = {}
     for row in rows:
         found.setdefault(row.ticket_id, []).append(row)
@@ -280,7 +276,7 @@ async def send_message(
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
     channel = await channels.get_channel_for_use(session, subject, ticket.chat_phone_number_id)
-    repository = MessageRepository(session, subject.organization_id)
+    repository = MessageRepository(session, subject)
     text = data.text
     template: TemplateMessage | None = None
     if text is not None:
@@ -296,6 +292,7 @@ async def send_message(
         organization_id=subject.organization_id,
         ticket_id=ticket.id,
         channel_id=channel.id,
+        livemode=channel.livemode,
         direction=Direction.OUTBOUND.value,
         kind="text" if template is None else "template",
         text=text,
@@ -330,31 +327,21 @@ async def send_message(
             message.failed_at = utcnow()
             message.error = exc.describe()
             await session.flush()
-            await emit(session, subject, "message.failed", message_to_public(message))
+            await emit(session, message, "message.failed", message_to_public(message))
             return message
     message.platform_message_id = sent.message_id
     message.status = MessageStatus.SENT.value
     message.sent_at = utcnow()
     await session.flush()
-    await emit(session, subject, "message.sent", message_to_public(message))
+    await emit(session, message, "message.sent", message_to_public(message))
     return message
 
 
 async def _approved_template(
     session: AsyncSession, subject: Subject, channel: Channel, data: MessageSend
 ) -> TemplateMessage:
-    found = await session.scalar(
-        select(MessageTemplate).where(
-            MessageTemplate.organization_id == subject.organization_id,
-            MessageTemplate.business_account_id == channel.business_account_id,
-            MessageTemplate.name == data.template_name,
-            MessageTemplate.status == TemplateStatus.APPROVED.value,
-            *(
-                [MessageTemplate.language == data.template_language]
-                if data.template_language
-                else []
-            ),
-        )
+    found = await TemplateRepository(session, subject).approved(
+        channel.business_account_id, data.template_name or "", data.template_language
     )
     if found is None:
         raise InvalidInput(

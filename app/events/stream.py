@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol
 
 from redis.asyncio import Redis
@@ -30,10 +30,40 @@ class EventStream(Protocol):
         """`publish` for a batch of (organization id, body), in order."""
         ...
 
-    def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]: ...
+    def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+        """The organization's events, from when iteration starts (the subscription is made
+        then)."""
+        ...
+
+    async def open(self, organization_id: str) -> AsyncGenerator[dict[str, Any], None]:
+        """Subscribed on return: every event published from now on is kept for the caller,
+        who may read a snapshot first and then iterate (and `aclose()` the iterator)."""
+        ...
 
 
-class LocalEventStream:
+class _Subscribing:
+    """`subscribe` and `open` on top of a stream's `_listen`, a generator that yields None
+    once it is subscribed, then the events."""
+
+    def _listen(self, organization_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
+        raise NotImplementedError
+
+    async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+        listener = self._listen(organization_id)
+        try:
+            async for body in listener:
+                if body is not None:
+                    yield body
+        finally:
+            await listener.aclose()  # unsubscribes now, not when garbage collected
+
+    async def open(self, organization_id: str) -> AsyncGenerator[dict[str, Any], None]:
+        listener = self._listen(organization_id)
+        await anext(listener)  # runs up to the subscription; started, so aclose() undoes it
+        return listener  # type: ignore[return-value]  # only the first item is None
+
+
+class LocalEventStream(_Subscribing):
     """One process: the embedded worker publishes from its own thread and event loop."""
 
     def __init__(self) -> None:
@@ -52,11 +82,12 @@ class LocalEventStream:
         for organization_id, body in messages:
             await self.publish(organization_id, body)
 
-    async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def _listen(self, organization_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
         entry = (asyncio.get_running_loop(), asyncio.Queue[bytes](maxsize=QUEUE_LIMIT))
         with self._lock:
             self._subscribers.setdefault(organization_id, set()).add(entry)
         try:
+            yield None
             while True:
                 yield loads(await entry[1].get())
         finally:
@@ -74,7 +105,7 @@ def _put_dropping_oldest(queue: asyncio.Queue[bytes], body: bytes) -> None:
     queue.put_nowait(body)
 
 
-class RedisEventStream:
+class RedisEventStream(_Subscribing):
     """Across processes and machines: one channel per organization. Publishes on `redis` (its
     commands time out), listens on `listener` (no read timeout; `redis` when not given)."""
 
@@ -100,10 +131,11 @@ class RedisEventStream:
                 pipe.publish(CHANNEL_PREFIX + organization_id, body)
             await pipe.execute()
 
-    async def subscribe(self, organization_id: str) -> AsyncIterator[dict[str, Any]]:
+    async def _listen(self, organization_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
         pubsub = self._listener.pubsub()
         await pubsub.subscribe(CHANNEL_PREFIX + organization_id)
         try:
+            yield None
             async for message in pubsub.listen():
                 if message.get("type") == "message":
                     yield loads(message["data"])

@@ -9,9 +9,10 @@ Mount :data:`STATIC_DIR` at :data:`STATIC_URL_PREFIX` with Starlette's
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Final
+
+from app.kit.html import js_string
 
 __all__ = ["ASSETS", "STATIC_DIR", "STATIC_URL_PREFIX", "graphiql_html"]
 
@@ -66,6 +67,9 @@ _PAGE_TEMPLATE: Final[str] = """<!doctype html>
             // Headers editor (e.g. {"Authorization": "Bearer <token>"}); the
             // headers also go into the websocket connection_init payload.
             isHeadersEditorEnabled: true,
+            // Tabs and headers (the pasted key) live in this tab's sessionStorage:
+            // gone when the tab closes, never shared with other tabs or kept on disk.
+            storage: window.sessionStorage,
             shouldPersistHeaders: true,
             defaultEditorToolsVisibility: "headers"
           })
@@ -77,14 +81,6 @@ _PAGE_TEMPLATE: Final[str] = """<!doctype html>
 """
 
 
-def _js_string(value: str) -> str:
-    """Encode ``value`` as a JS string literal that is safe inside ``<script>``."""
-    encoded = json.dumps(value)
-    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        encoded = encoded.replace(char, escape)
-    return encoded.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
 @functools.lru_cache(maxsize=8)
 def graphiql_html(endpoint: str = "/graphql") -> str:
     """The GraphiQL page for ``endpoint``; assets load only from :data:`STATIC_URL_PREFIX`.
@@ -93,5 +89,5 @@ def graphiql_html(endpoint: str = "/graphql") -> str:
     the same path on the same host over ``ws://`` (or ``wss://`` under HTTPS).
     """
     return _PAGE_TEMPLATE.replace("__PREFIX__", STATIC_URL_PREFIX).replace(
-        "__ENDPOINT__", _js_string(endpoint)
+        "__ENDPOINT__", js_string(endpoint)
     )

@@ -26,7 +26,7 @@ from app.graphql.resource import Described, DomainMutations, Payload, node_field
 from app.inbox import service
 from app.inbox.models import TicketStatus as TicketStatusValue
 from app.inbox.schemas import TicketAssign, TicketCreate, TicketRecord
-from app.kit.errors import InvalidInput, InvalidState, NotFound
+from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
 
 TicketStatus = strawberry.enum(TicketStatusValue, name="TicketStatus")
 
@@ -49,6 +49,9 @@ class Ticket:
     chat_phone_number_id: str | None
     status: TicketStatus  # type: ignore[valid-type]
     assigned_user_id: str | None
+    livemode: bool = strawberry.field(
+        description="The mode of its channel, or without one of the credential that created it"
+    )
     created_at: datetime
     updated_at: datetime
     contact: ContactBrief
@@ -72,6 +75,10 @@ TicketConnection = Connection[Ticket]
 @strawberry.input
 class TicketCreateInput:
     contact_id: strawberry.ID
+    chat_phone_number_id: strawberry.ID | None = strawberry.field(
+        default=None,
+        description="The messaging channel replies go through; the ticket takes its mode",
+    )
 
 
 def as_ticket(value: TicketRecord) -> Ticket:
@@ -101,7 +108,7 @@ def _optional_ticket(record: TicketRecord | None) -> Ticket | None:
 TICKETS = DomainMutations(
     "Ticket",
     scope=Scope.FULL_ACCESS,
-    errors=(InvalidInput, NotFound, InvalidState),
+    errors=(InvalidInput, NotFound, InvalidState, service.ChannelNotFound, LiveModeForbidden),
     node=Ticket,
     as_node=as_ticket,
 )

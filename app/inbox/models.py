@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String, text
+from sqlalchemy import Boolean, CheckConstraint, ForeignKey, Index, String, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, TimestampMixin, id_column
@@ -30,9 +30,12 @@ class Ticket(TimestampMixin, Base):
         Index(
             "ix_inbox_tickets_organization_id_created_at_id", "organization_id", "created_at", "id"
         ),
+        # One open conversation per contact in each mode: a live channel's messages never
+        # join a test-mode conversation, nor the other way round.
         Index(
             OPEN_TICKET_INDEX,
             "contact_id",
+            "livemode",
             unique=True,
             postgresql_where=_OPEN_ONLY,
             sqlite_where=_OPEN_ONLY,
@@ -45,12 +48,14 @@ class Ticket(TimestampMixin, Base):
     organization_id: Mapped[str] = mapped_column(ForeignKey("organizations.id", ondelete="CASCADE"))
     # A ticket is a conversation with its contact: it goes when the contact is deleted.
     contact_id: Mapped[str] = mapped_column(ForeignKey("contacts.id", ondelete="CASCADE"))
-    # The messaging channel the conversation runs on, set by inbound messaging; the REST
-    # create has no such field, so tickets made through the API have none. Deleting the
-    # channel keeps the conversation's history.
+    # The messaging channel the conversation runs on: named at creation, or set by the first
+    # inbound message. Deleting the channel keeps the conversation's history.
     chat_phone_number_id: Mapped[str | None] = mapped_column(
         ForeignKey("channels.id", ondelete="SET NULL"), nullable=True
     )
+    # The channel's mode, or without one the creating credential's; kept when the channel
+    # goes, so a live conversation stays live data.
+    livemode: Mapped[bool] = mapped_column(Boolean, server_default=false())
     status: Mapped[str] = mapped_column(String(16), default=TicketStatus.OPEN.value)
     assigned_user_id: Mapped[str | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"), nullable=True

@@ -22,6 +22,7 @@ TICKET_COLUMNS = (
     Ticket.chat_phone_number_id,
     Ticket.status,
     Ticket.assigned_user_id,
+    Ticket.livemode,
     Ticket.created_at,
     Ticket.updated_at,
 )
@@ -46,6 +47,7 @@ def _status_is() -> ColumnElement[bool]:
 class TicketRepository(OrgScopedRepository[Ticket]):
     model = Ticket
     resource = "Ticket"
+    moded = True
     list_columns: ClassVar = (*TICKET_COLUMNS, *BRIEF_COLUMNS)
 
     def filters(self, *, status: str | None) -> list[Filter]:
@@ -67,7 +69,10 @@ class TicketRepository(OrgScopedRepository[Ticket]):
                 )
             ),
         )
-        return await read.first(self.session, self._bound({"object_id": canonical}))
+        row = await read.first(self.session, self._bound({"object_id": canonical}))
+        if row is None:
+            await self._refuse_if_live(canonical)
+        return row
 
     async def get_for_update(self, object_id: str) -> Any | None:
         """(Ticket entity, brief columns) of a ticket about to change, its row locked on
@@ -80,24 +85,31 @@ class TicketRepository(OrgScopedRepository[Ticket]):
                 self._org_bound(), Ticket.id == canonical
             )
         ).with_for_update(of=Ticket)
-        return (await self._execute(statement)).first()
+        found = (await self._execute(statement)).first()
+        if found is None:
+            await self._refuse_if_live(canonical)
+        return found
 
-    async def find_open(self, contact_id: str) -> Any | None:
-        """The contact's open ticket (at most one: a partial unique index says so)."""
+    async def find_open(self, contact_id: str, livemode: bool) -> Any | None:
+        """The contact's open ticket in that mode (at most one: a partial unique index)."""
         read = self._prepared(
             ("find_open",),
             lambda: _with_contact(
                 select(*self.list_columns).where(
                     self._org_bound(),
                     Ticket.contact_id == bindparam("contact_id"),
+                    Ticket.livemode == bindparam("livemode"),
                     Ticket.status == constant(TicketStatus.OPEN.value),
                 )
             ),
         )
-        return await read.first(self.session, self._bound({"contact_id": contact_id}))
+        return await read.first(
+            self.session, self._bound({"contact_id": contact_id, "livemode": livemode})
+        )
 
     async def open_for_contacts(self, contact_ids: Sequence[str]) -> list[Any]:
-        """The open tickets of these contacts, in one statement (GraphQL `openTicket`)."""
+        """The open tickets of these contacts, in one statement (GraphQL `openTicket`); a
+        contact with one in each mode has its live one last."""
         if not contact_ids:
             return []
         statement = _with_contact(
@@ -106,7 +118,7 @@ class TicketRepository(OrgScopedRepository[Ticket]):
                 Ticket.contact_id.in_(list(contact_ids)),
                 Ticket.status == TicketStatus.OPEN.value,
             )
-        )
+        ).order_by(Ticket.livemode)  # a live viewer's contact may have one of each: live last
         return list((await self._execute(statement)).all())
 
     async def contact_brief(self, contact_id: str) -> Any | None:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.kit.serialize import public_shape
 
@@ -16,6 +16,11 @@ class TicketCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     contact_id: UUID
+    chat_phone_number_id: UUID | None = Field(
+        default=None,
+        description="The messaging channel replies go through (a channel of the organization); "
+        "the ticket takes its mode (live or test)",
+    )
 
 
 class TicketAssign(BaseModel):
@@ -46,6 +51,7 @@ class TicketRecord:
     chat_phone_number_id: str | None
     status: str
     assigned_user_id: str | None
+    livemode: bool
     created_at: datetime
     updated_at: datetime
     contact: ContactBrief
@@ -72,6 +78,7 @@ def ticket_record(ticket: Any, contact: ContactBrief) -> TicketRecord:
         chat_phone_number_id=ticket.chat_phone_number_id,
         status=ticket.status,
         assigned_user_id=ticket.assigned_user_id,
+        livemode=ticket.livemode,
         created_at=ticket.created_at,
         updated_at=ticket.updated_at,
         contact=contact,
@@ -101,6 +108,7 @@ class TicketResponse(BaseModel):
     chat_phone_number_id: str | None
     status: Literal["open", "closed"]
     assigned_user_id: str | None
+    livemode: bool
     created_at: str
     updated_at: str
     contact: ContactBriefResponse

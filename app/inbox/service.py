@@ -14,6 +14,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.channels import service as channels
+from app.channels.models import Channel
 from app.events.service import emit
 from app.inbox.models import Ticket, TicketStatus
 from app.inbox.repository import TicketRepository
@@ -27,7 +29,7 @@ from app.inbox.schemas import (
     ticket_record,
     ticket_to_public,
 )
-from app.kit.errors import InvalidState, NotFound
+from app.kit.errors import InvalidInput, InvalidState, NotFound
 from app.kit.pagination import CursorPage, CursorParams
 from app.organizations import repository as organizations
 
@@ -46,21 +48,48 @@ class CreatedTicket:
     created: bool
 
 
+class ChannelNotFound(InvalidInput):
+    code = "channel_not_found"
+
+    def __init__(self) -> None:
+        super().__init__("Channel/phone number not found", field="chat_phone_number_id")
+
+
 async def create_ticket(
-    session: AsyncSession, subject: Subject, data: TicketCreate
+    session: AsyncSession, subject: Subject, data: TicketCreate, channel: Channel | None = None
 ) -> CreatedTicket:
-    repository = TicketRepository(session, subject.organization_id)
+    """The contact's open conversation in the mode of `chat_phone_number_id`'s channel (or,
+    without one, of the credential), created when there is none. An existing open ticket
+    without a channel takes the one named. `channel`: already resolved by the caller (the
+    platform's inbound messages)."""
+    repository = TicketRepository(session, subject)
     contact_id = str(data.contact_id)
     contact = await repository.contact_brief(contact_id)
     if contact is None:
         raise NotFound(CONTACT)
+    if channel is None and data.chat_phone_number_id is not None:
+        try:
+            channel = await channels.get_channel_for_use(
+                session, subject, str(data.chat_phone_number_id)
+            )
+        except NotFound as exc:
+            raise ChannelNotFound() from exc
+    livemode = subject.livemode if channel is None else channel.livemode
     for _attempt in range(CREATE_ATTEMPTS):
-        existing = await repository.find_open(contact_id)
+        existing = await repository.find_open(contact_id, livemode)
         if existing is not None:
-            return CreatedTicket(record_from_row(existing), created=False)
+            if channel is None or existing.chat_phone_number_id is not None:
+                return CreatedTicket(record_from_row(existing), created=False)
+            ticket, brief = await _locked(session, subject, existing.id)
+            if ticket.chat_phone_number_id is None:
+                ticket.chat_phone_number_id = channel.id
+                await session.flush()
+            return CreatedTicket(ticket_record(ticket, brief), created=False)
         ticket = Ticket(
             organization_id=subject.organization_id,
             contact_id=contact_id,
+            chat_phone_number_id=None if channel is None else channel.id,
+            livemode=livemode,
             status=TicketStatus.OPEN.value,
         )
         try:
@@ -74,8 +103,8 @@ async def create_ticket(
             continue
         record = ticket_record(ticket, brief_from_row(contact))
         public = ticket_to_public(record)
-        await emit(session, subject, "ticket.created", public)
-        await emit(session, subject, "conversation.started", public)
+        await emit(session, record, "ticket.created", public)
+        await emit(session, record, "conversation.started", public)
         return CreatedTicket(record, created=True)
     if await repository.contact_brief(contact_id) is None:
         raise NotFound(CONTACT)
@@ -83,7 +112,7 @@ async def create_ticket(
 
 
 async def get_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
-    row = await TicketRepository(session, subject.organization_id).get_row_or_404(ticket_id)
+    row = await TicketRepository(session, subject).get_row_or_404(ticket_id)
     return record_from_row(row)
 
 
@@ -91,7 +120,7 @@ async def list_tickets(
     session: AsyncSession, subject: Subject, params: CursorParams, *, status: str | None = None
 ) -> CursorPage[TicketRecord]:
     """Newest first; `status` keeps only `open` or only `closed` tickets."""
-    repository = TicketRepository(session, subject.organization_id)
+    repository = TicketRepository(session, subject)
     page = await repository.cursor_page(params, *repository.filters(status=status))
     return CursorPage(
         [record_from_row(row) for row in page.items],
@@ -105,7 +134,7 @@ async def open_tickets_by_contact(
     session: AsyncSession, subject: Subject, contact_ids: Sequence[str]
 ) -> dict[str, TicketRecord]:
     """The open ticket of each of these contacts that has one, in one query."""
-    rows = await TicketRepository(session, subject.organization_id).open_for_contacts(contact_ids)
+    rows = await TicketRepository(session, subject).open_for_contacts(contact_ids)
     return {row.contact_id: record_from_row(row) for row in rows}
 
 
@@ -119,8 +148,8 @@ async def close_ticket(session: AsyncSession, subject: Subject, ticket_id: str) 
     await session.flush()
     record = ticket_record(ticket, brief)
     public = ticket_to_public(record)
-    await emit(session, subject, "ticket.resolved", public)
-    await emit(session, subject, "conversation.closed", public)
+    await emit(session, record, "ticket.resolved", public)
+    await emit(session, record, "conversation.closed", public)
     return record
 
 
@@ -140,14 +169,14 @@ async def assign_ticket(
     ticket.assigned_user_id = user_id
     await session.flush()
     record = ticket_record(ticket, brief)
-    await emit(session, subject, "ticket.assigned", ticket_to_public(record))
+    await emit(session, record, "ticket.assigned", ticket_to_public(record))
     return record
 
 
 async def _locked(
     session: AsyncSession, subject: Subject, ticket_id: str
 ) -> tuple[Ticket, ContactBrief]:
-    found = await TicketRepository(session, subject.organization_id).get_for_update(ticket_id)
+    found = await TicketRepository(session, subject).get_for_update(ticket_id)
     if found is None:
         raise NotFound(TICKET)
     return found.Ticket, brief_from_row(found)

@@ -61,6 +61,20 @@ class InsufficientScope(DomainError):
     status = 403
 
 
+class LiveModeForbidden(InsufficientScope):
+    """A test-mode credential reaching for live-mode data (by id: lists leave it out).
+    Rendered like every 403, the credential lacking a right, with a code of its own."""
+
+    code = "livemode_mismatch"
+
+    def __init__(self, resource: str) -> None:
+        super().__init__(
+            f"A test-mode credential cannot act on a live-mode {resource.lower()}; "
+            "use a live API key"
+        )
+        self.resource = resource
+
+
 class OrganizationMismatch(DomainError):
     code = "organization_required"
     status = 400

@@ -4,6 +4,14 @@ Every statement a domain issues goes through `scoped()`, so no query can forget 
 The tenant condition has one form, `organization_id = :org_id`, whose value `_bound()` gives
 at execution (`_execute` for ORM statements): never a value captured in the statement, which
 a prepared statement would keep for every later caller (app/db/prepared.py refuses those).
+
+Test mode is enforced here too. A repository is built for a viewer: a credential's `Subject`
+(or anything with `organization_id` and `livemode`), or a bare organization id for the
+service's own work (workers, platform callbacks), which sees every row. A repository whose rows
+carry a mode (`moded`) adds `livemode = false` to the tenant condition for a test-mode viewer,
+so its lists leave live rows out, and a live row asked for by id is refused with
+`LiveModeForbidden` (403) rather than returned. Live credentials see both modes.
+
 Reads on the hot paths (get by id, cursor pages, counts) are prepared once per statement shape:
 a shape is the repository, the variant and the names of the filters applied; the values
 (organization, cursor, filter arguments) are bound at execution.
@@ -13,9 +21,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Integer, ScalarSelect, Select, bindparam, func, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    ScalarSelect,
+    Select,
+    and_,
+    bindparam,
+    func,
+    not_,
+    select,
+    tuple_,
+)
 from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
@@ -23,13 +42,23 @@ from sqlalchemy.sql import Executable
 from app.db.base import UTCDateTime
 from app.db.counters import WHOLE, counted_total
 from app.db.prepared import PreparedRead, constant, prepared
-from app.kit.errors import InvalidInput, NotFound
+from app.kit.errors import InvalidInput, LiveModeForbidden, NotFound
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 ModelT = TypeVar("ModelT")
 TOTAL_LABEL = "total_count_"
 ORG = "org_id"
+
+
+class Viewer(Protocol):
+    """Whose rows a repository reads: one organization, in one mode (a `Subject` is one)."""
+
+    @property
+    def organization_id(self) -> str: ...
+
+    @property
+    def livemode(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +82,52 @@ class OrgScopedRepository(Generic[ModelT]):
     # Columns a read selects: plain rows (no ORM identity map) keep hot reads cheap, and they
     # answer attribute access like the ORM objects writes return, so one serializer fits both.
     list_columns: ClassVar[Sequence[Any]]
+    # True when each row is live- or test-mode data (`_live_row` says which): a test-mode
+    # viewer never sees or changes the live ones.
+    moded: ClassVar[bool] = False
 
-    def __init__(self, session: AsyncSession, organization_id: str) -> None:
+    def __init__(self, session: AsyncSession, viewer: Viewer | str) -> None:
+        """`viewer`: a credential's Subject, or an organization id for the service's own
+        work (every row of the organization, whatever its mode)."""
         self.session = session
-        self.organization_id = organization_id
+        if isinstance(viewer, str):
+            self.organization_id = viewer
+            self.hides_live = False
+        else:
+            self.organization_id = viewer.organization_id
+            self.hides_live = self.moded and not viewer.livemode
 
     @property
     def dialect_name(self) -> str:
         return self.session.get_bind().dialect.name
 
     def _org_bound(self) -> ColumnElement[bool]:
-        """The tenant condition: its value comes from `_bound()` at execution."""
-        return self.model.organization_id == bindparam(ORG)  # type: ignore[no-any-return]
+        """The tenant condition (and, for a test-mode viewer of moded rows, test mode only):
+        its value comes from `_bound()` at execution."""
+        tenant: ColumnElement[bool] = self.model.organization_id == bindparam(ORG)
+        if self.hides_live:
+            return and_(tenant, not_(self._live_row()))
+        return tenant
+
+    def _live_row(self) -> ColumnElement[bool]:
+        """Whether a row is live-mode data: its `livemode` column unless a repository says
+        otherwise (rows that take the mode of what they belong to)."""
+        return self.model.livemode  # type: ignore[no-any-return]
+
+    async def _refuse_if_live(self, canonical_id: str) -> None:
+        """After a test-mode viewer's miss: LiveModeForbidden when the id names a live row of
+        the organization (a 403 naming the reason), else nothing (the caller answers 404)."""
+        if not self.hides_live:
+            return
+        read = self._prepared(
+            ("live_row",),
+            lambda: select(self.model.id).where(
+                self.model.organization_id == bindparam(ORG),
+                self.model.id == bindparam("object_id"),
+            ),
+        )
+        if await read.first(self.session, self._bound({"object_id": canonical_id})) is not None:
+            raise LiveModeForbidden(self.resource)
 
     def _bound(self, params: Mapping[str, Any] = {}) -> dict[str, Any]:
         return {ORG: self.organization_id, **params}
@@ -85,7 +148,10 @@ class OrgScopedRepository(Generic[ModelT]):
         result = await self._execute(
             self.scoped(select(self.model).where(self.model.id == canonical))
         )
-        return result.scalar_one_or_none()
+        entity: ModelT | None = result.scalar_one_or_none()
+        if entity is None:
+            await self._refuse_if_live(canonical)
+        return entity
 
     async def get_or_404(self, object_id: str) -> ModelT:
         """The entity by id in this organization, or NotFound."""
@@ -101,7 +167,8 @@ class OrgScopedRepository(Generic[ModelT]):
         await self.session.delete(entity)
 
     def _prepared(self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]) -> PreparedRead:
-        return prepared((type(self), self.dialect_name, *shape), build)
+        # The mode is part of the shape: a test-mode viewer's statement filters on it.
+        return prepared((type(self), self.dialect_name, self.hides_live, *shape), build)
 
     async def get_row(self, object_id: str) -> Any | None:
         """The row (list_columns, attribute access) by id, only in this organization."""
@@ -114,7 +181,10 @@ class OrgScopedRepository(Generic[ModelT]):
                 self._org_bound(), self.model.id == bindparam("object_id")
             ),
         )
-        return await read.first(self.session, self._bound({"object_id": canonical}))
+        row = await read.first(self.session, self._bound({"object_id": canonical}))
+        if row is None:
+            await self._refuse_if_live(canonical)
+        return row
 
     async def get_row_or_404(self, object_id: str) -> Any:
         """The row by id in this organization, or NotFound."""
@@ -124,8 +194,9 @@ class OrgScopedRepository(Generic[ModelT]):
         return row
 
     def _total(self, filters: Sequence[Filter]) -> ScalarSelect[Any]:
-        """Matching rows: the trigger-kept counter when unfiltered, else a count(*)."""
-        if not filters and self.counted:
+        """Matching rows: the trigger-kept counter when unfiltered (it counts both modes),
+        else a count(*)."""
+        if not filters and self.counted and not self.hides_live:
             return counted_total(self.model.__tablename__, constant(WHOLE))
         return (
             select(func.count())

@@ -175,11 +175,11 @@ def _schedule_index(session: AsyncSession, document: KnowledgeDocument) -> None:
 
 
 async def list_documents(session: AsyncSession, subject: Subject) -> list[Any]:
-    return await KnowledgeRepository(session, subject.organization_id).all_documents()
+    return await KnowledgeRepository(session, subject).all_documents()
 
 
 async def get_document(session: AsyncSession, subject: Subject, document_id: str) -> Any:
-    return await KnowledgeRepository(session, subject.organization_id).get_row_or_404(document_id)
+    return await KnowledgeRepository(session, subject).get_row_or_404(document_id)
 
 
 async def open_download(
@@ -196,7 +196,7 @@ async def open_download(
 
 async def delete_document(session: AsyncSession, subject: Subject, document_id: str) -> str:
     """Remove the document and its index entries; its object goes right after commit."""
-    repository = KnowledgeRepository(session, subject.organization_id)
+    repository = KnowledgeRepository(session, subject)
     document = await repository.get_or_404(document_id)
     await repository.delete_chunks(document.id)
     await repository.delete(document)
@@ -214,7 +214,7 @@ async def reindex_document(
     session: AsyncSession, subject: Subject, document_id: str
 ) -> KnowledgeDocument:
     """Index the document again (a new generation: any run in flight is discarded)."""
-    repository = KnowledgeRepository(session, subject.organization_id)
+    repository = KnowledgeRepository(session, subject)
     document = await repository.get_or_404(document_id)
     document.index_generation += 1
     document.index_status = PENDING
@@ -234,7 +234,7 @@ async def search(
 ) -> list[dict[str, Any]]:
     """Lexical ranking fused with vector similarity (when an embedder is configured) by
     reciprocal rank fusion; only the caller's organization's chunks are ever read."""
-    repository = KnowledgeRepository(session, subject.organization_id)
+    repository = KnowledgeRepository(session, subject)
     depth = max(MIN_CANDIDATES, data.top_k * 4)
     lexical = await repository.lexical_search(query_terms(data.query), depth)
     rankings = [lexical]

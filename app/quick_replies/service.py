@@ -42,7 +42,7 @@ async def _flush(session: AsyncSession, repository: QuickReplyRepository, shortc
 async def create_quick_reply(
     session: AsyncSession, subject: Subject, data: QuickReplyCreate, cache: GenerationalCache
 ) -> QuickReply:
-    repository = QuickReplyRepository(session, subject.organization_id)
+    repository = QuickReplyRepository(session, subject)
     if await repository.count() >= MAX_QUICK_REPLIES:
         raise InvalidInput(
             f"An organization can have at most {MAX_QUICK_REPLIES} quick replies; "
@@ -58,16 +58,14 @@ async def create_quick_reply(
 
 
 async def get_quick_reply(session: AsyncSession, subject: Subject, quick_reply_id: str) -> Any:
-    row = await QuickReplyRepository(session, subject.organization_id).get_row_or_404(
-        quick_reply_id
-    )
+    row = await QuickReplyRepository(session, subject).get_row_or_404(quick_reply_id)
     return row
 
 
 async def list_quick_replies(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
-    return await QuickReplyRepository(session, subject.organization_id).cursor_page(params)
+    return await QuickReplyRepository(session, subject).cursor_page(params)
 
 
 async def update_quick_reply(
@@ -77,7 +75,7 @@ async def update_quick_reply(
     data: QuickReplyUpdate,
     cache: GenerationalCache,
 ) -> QuickReply:
-    repository = QuickReplyRepository(session, subject.organization_id)
+    repository = QuickReplyRepository(session, subject)
     quick_reply = await repository.get_or_404(quick_reply_id)
     changes = data.changes()
     for name, value in changes.items():
@@ -91,7 +89,7 @@ async def update_quick_reply(
 async def delete_quick_reply(
     session: AsyncSession, subject: Subject, quick_reply_id: str, cache: GenerationalCache
 ) -> None:
-    repository = QuickReplyRepository(session, subject.organization_id)
+    repository = QuickReplyRepository(session, subject)
     quick_reply = await repository.get_or_404(quick_reply_id)
     await repository.delete(quick_reply)
     await session.flush()
@@ -109,7 +107,7 @@ async def expand_quick_reply(
     """
     if not shortcut or len(shortcut) > MAX_SHORTCUT_LENGTH:
         return None
-    repository = QuickReplyRepository(session, subject.organization_id)
+    repository = QuickReplyRepository(session, subject)
 
     async def load() -> bytes:
         return dumps(await repository.snippets())

@@ -15,13 +15,13 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.auth.scopes import Scope
-from app.channels.service import LiveChannelForbidden, PlatformFailure
+from app.channels.service import PlatformFailure
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import numbered_page
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_or_none
-from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.kit.errors import Conflict, DomainError, InvalidInput, LiveModeForbidden, NotFound
 from app.kit.pagination import PageParams
 from app.kit.validation import parse_model
 from app.templates import service
@@ -118,7 +118,7 @@ TEMPLATES = DomainMutations(
         service.ChannelNotFound,
         service.AccessTokenUnavailable,
         PlatformFailure,
-        LiveChannelForbidden,
+        LiveModeForbidden,
     ),
     node=MessageTemplate,
     as_node=as_template,

@@ -168,7 +168,7 @@ async def _store(
         quality_score="",
         livemode=channel.livemode,
     )
-    repository = TemplateRepository(session, subject.organization_id)
+    repository = TemplateRepository(session, subject)
     try:
         async with session.begin_nested():
             repository.add(template)
@@ -204,16 +204,10 @@ def validate_content(data: TemplateContent) -> list[Violation]:
     return validate_template(data.category.value, data.platform_components())
 
 
-def _check_mode(subject: Subject, template: Any) -> None:
-    if template.livemode and not subject.livemode:
-        raise channels.LiveChannelForbidden()
-
-
 async def get_template(session: AsyncSession, subject: Subject, template_id: str) -> Any:
-    row = await TemplateRepository(session, subject.organization_id).get_row(template_id)
+    row = await TemplateRepository(session, subject).get_row(template_id)
     if row is None:
         raise NotFound(TEMPLATE)
-    _check_mode(subject, row)
     return row
 
 
@@ -221,19 +215,17 @@ async def list_templates(
     session: AsyncSession, subject: Subject, params: PageParams
 ) -> NumberedPage[Any]:
     """Newest first; a test-mode credential sees test-mode templates only."""
-    repository = TemplateRepository(session, subject.organization_id)
-    return await repository.numbered_page(params, test_mode_only=not subject.livemode)
+    return await TemplateRepository(session, subject).numbered_page(params)
 
 
 async def delete_template(
     session: AsyncSession, subject: Subject, settings: Settings, template_id: str
 ) -> None:
     """Deleted upstream first (when the platform has it), then here."""
-    repository = TemplateRepository(session, subject.organization_id)
+    repository = TemplateRepository(session, subject)
     template = await repository.get(template_id)
     if template is None:
         raise NotFound(TEMPLATE)
-    _check_mode(subject, template)
     if template.platform_template_id is not None:
         channel = await channels.get_channel_for_use(session, subject, template.channel_id)
         async with _platform(
@@ -271,7 +263,7 @@ async def sync_templates(
             ) from exc
         except WhatsAppError as exc:
             raise PlatformFailure(exc) from exc
-    repository = TemplateRepository(session, subject.organization_id)
+    repository = TemplateRepository(session, subject)
     stored = await repository.for_account(channel.business_account_id)
     by_platform_id = {t.platform_template_id: t for t in stored if t.platform_template_id}
     by_name = {(t.name, t.language): t for t in stored}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sqlalchemy import ColumnElement, bindparam
+from sqlalchemy import ColumnElement, bindparam, exists, true
 
+from app.events.models import Event
 from app.kit.repository import Filter, OrgScopedRepository
 from app.webhooks.models import WebhookDeliveryAttempt, WebhookSubscription
 
@@ -27,9 +28,11 @@ class WebhookSubscriptionRepository(OrgScopedRepository[WebhookSubscription]):
 
 
 class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttempt]):
-    """Attempts are written by the delivery worker; requests only read them."""
+    """Attempts are written by the delivery worker; requests only read them. An attempt is
+    live data when its event is (a test-mode credential sees those of test-mode events)."""
 
     model = WebhookDeliveryAttempt
+    moded = True
 
     resource = "Delivery attempt"
     list_columns: ClassVar = (
@@ -44,6 +47,9 @@ class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttemp
         WebhookDeliveryAttempt.error,
         WebhookDeliveryAttempt.created_at,
     )
+
+    def _live_row(self) -> ColumnElement[bool]:
+        return exists().where(Event.id == WebhookDeliveryAttempt.event_id, Event.livemode == true())
 
     @staticmethod
     def of_subscription(subscription_id: str) -> Filter:

@@ -68,15 +68,13 @@ async def create_webhook(
         events=events,
         is_active=True,
     )
-    WebhookSubscriptionRepository(session, subject.organization_id).add(subscription)
+    WebhookSubscriptionRepository(session, subject).add(subscription)
     await session.flush()
     return subscription
 
 
 async def get_webhook(session: AsyncSession, subject: Subject, webhook_id: str) -> Any:
-    row = await WebhookSubscriptionRepository(session, subject.organization_id).get_row_or_404(
-        webhook_id
-    )
+    row = await WebhookSubscriptionRepository(session, subject).get_row_or_404(webhook_id)
     return row
 
 
@@ -84,7 +82,7 @@ async def list_webhooks(
     session: AsyncSession, subject: Subject, params: CursorParams
 ) -> CursorPage[Any]:
     """Every subscription of the organization, active or not, newest first."""
-    repository = WebhookSubscriptionRepository(session, subject.organization_id)
+    repository = WebhookSubscriptionRepository(session, subject)
     return await repository.cursor_page(params)
 
 
@@ -99,7 +97,7 @@ async def update_webhook(
 ) -> WebhookSubscription:
     """Changes the fields given. Re-enabling (`is_active` true) also forgets why the service
     had switched the subscription off and its run of failures, so deliveries start afresh."""
-    repository = WebhookSubscriptionRepository(session, subject.organization_id)
+    repository = WebhookSubscriptionRepository(session, subject)
     subscription = await _get_entity(repository, webhook_id)
     changes = data.changes()
     if "url" in changes:
@@ -121,7 +119,7 @@ async def update_webhook(
 
 async def delete_webhook(session: AsyncSession, subject: Subject, webhook_id: str) -> None:
     """Removes the subscription; its deliveries and attempts go with it (ON DELETE CASCADE)."""
-    repository = WebhookSubscriptionRepository(session, subject.organization_id)
+    repository = WebhookSubscriptionRepository(session, subject)
     subscription = await _get_entity(repository, webhook_id)
     await repository.delete(subscription)
     await session.flush()
@@ -135,7 +133,7 @@ async def rotate_webhook_secret(
     Rotating again within that window replaces the kept secret with the then-current one:
     only the last two secrets ever sign.
     """
-    repository = WebhookSubscriptionRepository(session, subject.organization_id)
+    repository = WebhookSubscriptionRepository(session, subject)
     subscription = await _get_entity(repository, webhook_id)
     subscription.previous_secret = subscription.secret
     subscription.previous_secret_expires_at = utcnow() + PREVIOUS_SECRET_TTL
@@ -154,7 +152,7 @@ class QueuedTest:
 
 async def send_test_event(session: AsyncSession, subject: Subject, webhook_id: str) -> QueuedTest:
     """Queue a signed `webhook.test` event for this subscription only (sent after commit)."""
-    repository = WebhookSubscriptionRepository(session, subject.organization_id)
+    repository = WebhookSubscriptionRepository(session, subject)
     subscription = await _get_entity(repository, webhook_id)
     if not subscription.is_active:
         raise InvalidState("Webhook is not active: activate it to send a test event")
@@ -166,10 +164,8 @@ async def list_webhook_deliveries(
     session: AsyncSession, subject: Subject, webhook_id: str, params: CursorParams
 ) -> CursorPage[Any]:
     """Delivery attempts of one subscription, newest first."""
-    subscription = await WebhookSubscriptionRepository(session, subject.organization_id).get_row(
-        webhook_id
-    )
+    subscription = await WebhookSubscriptionRepository(session, subject).get_row(webhook_id)
     if subscription is None:
         raise NotFound(WEBHOOK)
-    attempts = WebhookDeliveryAttemptRepository(session, subject.organization_id)
+    attempts = WebhookDeliveryAttemptRepository(session, subject)
     return await attempts.cursor_page(params, attempts.of_subscription(subscription.id))

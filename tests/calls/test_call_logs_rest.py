@@ -93,10 +93,11 @@ async def test_get_returns_the_call_log_shape(
 
 
 async def test_an_unfinished_call_has_nulls_and_zeros(
-    client: httpx.AsyncClient, acme: Tenant, calls: CallLogFactory
+    client: httpx.AsyncClient, acme: Tenant, calls: CallLogFactory, tenants: TenantFactory
 ) -> None:
+    live = await tenants.key(acme, ["calls:read"], livemode=True)
     recorded = await calls.record(acme, status="in-progress", livemode=True)
-    body = (await client.get(f"{BASE}/{recorded['id']}", headers=acme.headers)).json()
+    body = (await client.get(f"{BASE}/{recorded['id']}", headers=live.headers)).json()
     assert body["status"] == "in-progress"
     assert body["livemode"] is True
     assert body["ended_at"] is None

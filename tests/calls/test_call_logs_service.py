@@ -14,7 +14,7 @@ from app.calls.schemas import CallLogRecord
 from app.calls.service import record_call_log
 from app.kit.errors import InvalidInput, NotFound
 from tests.calls.conftest import T0, CallLogFactory, Owner
-from tests.conftest import Tenant
+from tests.conftest import Tenant, TenantFactory
 
 BASIC: dict[str, Any] = {
     "call_id": "CA1",
@@ -102,7 +102,7 @@ async def test_contact_of_another_organization_is_not_found(
 
 
 async def test_times_are_stored_in_utc_and_mode_follows_the_owner(
-    client: httpx.AsyncClient, acme: Tenant, calls: CallLogFactory
+    client: httpx.AsyncClient, acme: Tenant, calls: CallLogFactory, tenants: TenantFactory
 ) -> None:
     paris = timezone(timedelta(hours=1))
     recorded = await calls.record(
@@ -114,7 +114,8 @@ async def test_times_are_stored_in_utc_and_mode_follows_the_owner(
     assert recorded["started_at"] == "2026-11-01T09:00:00Z"
     assert recorded["ended_at"] == "2026-11-01T09:02:00Z"
     assert recorded["livemode"] is True
-    fetched = await client.get(f"/api/v1/call-logs/{recorded['id']}", headers=acme.headers)
+    live = await tenants.key(acme, ["calls:read"], livemode=True)
+    fetched = await client.get(f"/api/v1/call-logs/{recorded['id']}", headers=live.headers)
     assert fetched.json() == recorded
 
 

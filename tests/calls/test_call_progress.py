@@ -3,8 +3,18 @@ the worker plays the simulated call, until call.completed ends the subscription.
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from app.calls import service as calls_service
+from app.calls.schemas import CallLogRecord
+from app.calls.service import record_call_log
+from app.kit.jsonutil import dumps
+from tests.conftest import Tenant
 from tests.events.test_graphql_subscription import (  # noqa: F401 (fixtures)
     Harness,
     Socket,
@@ -89,3 +99,94 @@ async def test_unknown_or_foreign_calls_and_scopes(harness: Harness) -> None:  #
     payload = forbidden["payload"]
     errors = payload if forbidden["type"] == "error" else payload["errors"]
     assert errors[0]["extensions"]["code"] == "insufficient_scope"
+
+
+@dataclass(frozen=True)
+class _Owner:
+    organization_id: str
+    livemode: bool
+
+
+async def _in_progress_call(harness: Harness, tenant: Tenant, *, livemode: bool) -> str:  # noqa: F811
+    """A call log in progress that no worker plays (nothing moves it but the test)."""
+    async with harness.sessionmaker() as session:
+        call_log = await record_call_log(
+            session,
+            _Owner(tenant.organization_id, livemode),
+            CallLogRecord(
+                call_id="CA" + uuid.uuid4().hex,
+                from_number="+14155550100",
+                to_number="+14155550123",
+                direction="outbound",
+                status="in-progress",
+            ),
+        )
+        await session.commit()
+    return call_log.id
+
+
+async def _publish(harness: Harness, tenant: Tenant, type: str, data: dict[str, Any]) -> None:  # noqa: F811
+    body = {
+        "id": "evt_" + uuid.uuid4().hex,
+        "type": type,
+        "created_at": "2026-11-25T09:00:00Z",
+        "organization_id": tenant.organization_id,
+        "livemode": data.get("livemode", False),
+        "data": data,
+    }
+    await harness.stream.publish(tenant.organization_id, dumps(body))
+
+
+@pytest.mark.parametrize("harness", ["local", "redis"], indirect=True)
+async def test_a_step_taken_while_the_snapshot_is_read_is_not_lost(
+    harness: Harness,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tenant = await harness.tenants.organization()
+    call_id = await _in_progress_call(harness, tenant, livemode=False)
+    read_call_log = calls_service.get_call_log
+
+    async def slow_snapshot(session: Any, subject: Any, call_log_id: str) -> Any:
+        # The agent speaks while the snapshot is read (a slow database, say).
+        step = {"call_log_id": call_log_id, "reply": "Hello!", "livemode": False}
+        await _publish(harness, tenant, "ai.reply.generated", step)
+        await asyncio.sleep(0.05)
+        return await read_call_log(session, subject, call_log_id)
+
+    monkeypatch.setattr(calls_service, "get_call_log", slow_snapshot)
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {tenant.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": call_id})
+        first = await socket.receive()
+        assert first["payload"]["data"]["callProgress"]["type"] == "snapshot", first
+        monkeypatch.setattr(calls_service, "get_call_log", read_call_log)
+        done = {"id": call_id, "status": "completed", "livemode": False}
+        await _publish(harness, tenant, "call.completed", done)
+        steps = await messages_until_complete(socket)
+    assert [(step["type"], step["status"]) for step in steps] == [
+        ("ai.reply.generated", "in-progress"),
+        ("call.completed", "completed"),
+    ]
+
+
+async def test_call_progress_follows_the_calls_mode(harness: Harness) -> None:  # noqa: F811
+    """A test key cannot follow a live call; a live key follows a test-mode call's steps."""
+    tenant = await harness.tenants.organization()
+    live = await harness.tenants.key(tenant, ["full_access"], livemode=True)
+    live_call = await _in_progress_call(harness, tenant, livemode=True)
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {tenant.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": live_call})
+        refused = await socket.receive()
+    assert refused["type"] == "error"
+    assert refused["payload"][0]["extensions"]["code"] == "livemode_mismatch"
+
+    test_call = await _in_progress_call(harness, tenant, livemode=False)
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {live.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": test_call})
+        first = await socket.receive()
+        assert first["payload"]["data"]["callProgress"]["type"] == "snapshot", first
+        await _publish(harness, tenant, "call.completed", {"id": test_call, "status": "completed"})
+        steps = await messages_until_complete(socket)
+    assert [step["type"] for step in steps] == ["call.completed"]

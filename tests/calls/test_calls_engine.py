@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import hmac
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,10 @@ async def test_answered_call_completes_with_transcript_and_never_reaches_the_car
     log = await ended(engine, tenant, started["id"])
     assert log["status"] == "completed"
     assert log["duration_seconds"] > 0
+    # The simulator plays the call out in a moment, on its own clock: its times agree.
+    started_at, ended_at = (datetime.fromisoformat(log[k]) for k in ("started_at", "ended_at"))
+    assert (ended_at - started_at).total_seconds() == log["duration_seconds"]
+    assert log["transcript"][-1]["timestamp"] <= log["duration_seconds"]
     assert log["cost"] == 0
     assert log["summary"]
     assert log["transcript"][0] == {"speaker": "agent", "text": "Hi, this is Ava.", "timestamp": 0}

@@ -85,7 +85,8 @@ async def test_live_campaign_sends_each_recipient_once_through_the_graph_api(
     campaign_id = created.json()["id"]
     # A test key does not see the live campaign.
     hidden = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=acme.headers)
-    assert hidden.status_code == 404
+    assert hidden.status_code == 403
+    assert hidden.json()["error"]["code"] == "livemode_mismatch"
     launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=live.headers)
     assert launched.json()["status"] == "sending"
     await jobs.drain()

@@ -212,6 +212,29 @@ async def test_unknown_foreign_and_unauthorised(harness: Harness) -> None:  # no
     assert mine["status"] == "draft"
 
 
+async def test_a_test_key_cannot_follow_a_live_campaign(harness: Harness) -> None:  # noqa: F811
+    tenant = await harness.tenants.organization()
+    live = await harness.tenants.key(tenant, ["campaigns:manage"], livemode=True)
+    campaign_id = await create(harness, tenant, await prepare(harness, tenant, []))
+    async with harness.sessionmaker() as session:  # as a live channel's campaign is stored
+        await session.execute(
+            update(Campaign).where(Campaign.id == campaign_id).values(livemode=True)
+        )
+        await session.commit()
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {tenant.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": campaign_id})
+        refused = await socket.receive()
+    assert refused["type"] == "error", refused
+    assert refused["payload"][0]["extensions"]["code"] == "livemode_mismatch"
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {live.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": campaign_id})
+        followed = await next_progress(socket)
+    assert followed is not None
+    assert followed["status"] == "draft"
+
+
 async def test_over_post_it_is_refused(harness: Harness) -> None:  # noqa: F811
     tenant = await harness.tenants.organization()
     response = await harness.client.post(

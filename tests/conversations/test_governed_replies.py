@@ -133,7 +133,7 @@ async def replies(
     channel: dict[str, Any],
     graph: FakeGraph,
 ) -> Replies:
-    return Replies(client, live, channel, graph, await open_conversation(client, acme))
+    return Replies(client, live, channel, graph, await open_conversation(client, live))
 
 
 async def test_replies_wait_for_the_channels_budget(

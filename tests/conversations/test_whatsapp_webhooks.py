@@ -531,5 +531,8 @@ async def test_test_key_cannot_use_a_live_ticket_channel(
 ) -> None:
     live = await tenants.key(acme, ["full_access"], livemode=True)
     await create_channel(client, live, PHONE_ID, platform=platform)
-    ticket_id = await open_conversation(client, acme)
+    ticket_id = await open_conversation(client, live)
+    # The live conversation is live data: the test key neither lists nor answers it.
+    listed = await client.get("/api/v1/inbox/tickets", headers=acme.headers)
+    assert listed.json()["data"] == []
     assert (await reply(client, acme, ticket_id, text="hi")).status_code == 403

@@ -346,6 +346,44 @@ async def test_a_key_sees_only_events_of_its_mode(harness: Harness) -> None:
         await test_socket.nothing_before_barrier(acme)
 
 
+async def test_events_about_live_data_never_reach_a_test_key(harness: Harness) -> None:
+    """An event takes the mode of the resource it is about, whoever acted: a live key's
+    ticket is live (the test key's stream leaves it out), and a live key closing a test-mode
+    ticket emits a test-mode event."""
+    acme = await harness.tenants.organization()
+    live = await harness.tenants.key(acme, ["full_access"], livemode=True)
+    contact = await harness.create_contact(acme)
+    tickets = "/api/v1/inbox/tickets"
+    async with (
+        harness.subscribed(acme, ["ticket.created", "ticket.resolved"]) as test_socket,
+        harness.subscribed(
+            live, ["ticket.created", "ticket.resolved"], livemode=True
+        ) as live_socket,
+    ):
+        body = {"contact_id": contact["id"]}
+        live_ticket = await harness.client.post(
+            tickets, json=body, headers={**live.headers, "organization_id": acme.organization_id}
+        )
+        assert live_ticket.json()["livemode"] is True
+        event = await live_socket.next_event()
+        assert (event["type"], event["data"]["id"]) == ("ticket.created", live_ticket.json()["id"])
+        await test_socket.nothing_before_barrier(acme, type="ticket.created")
+
+        test_ticket = await harness.client.post(
+            tickets, json=body, headers={**acme.headers, "organization_id": acme.organization_id}
+        )
+        assert test_ticket.json()["livemode"] is False
+        assert test_ticket.json()["id"] != live_ticket.json()["id"]  # one per mode
+        assert (await test_socket.next_event())["data"]["id"] == test_ticket.json()["id"]
+        closed = await harness.client.post(
+            f"{tickets}/{test_ticket.json()['id']}/close", headers=live.headers
+        )
+        assert closed.status_code == 200
+        event = await test_socket.next_event()
+        assert (event["type"], event["livemode"]) == ("ticket.resolved", False)
+        await live_socket.nothing_before_barrier(acme, type="ticket.created", livemode=True)
+
+
 async def test_a_webhooks_admin_key_may_subscribe(harness: Harness) -> None:
     acme = await harness.tenants.organization()
     admin = await harness.tenants.key(acme, ["webhooks:admin"])

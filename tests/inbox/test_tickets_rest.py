@@ -34,6 +34,7 @@ async def test_create_returns_the_ticket_with_its_contact(
         "chat_phone_number_id",
         "status",
         "assigned_user_id",
+        "livemode",
         "created_at",
         "updated_at",
         "contact",

@@ -124,16 +124,25 @@ def test_switchboard_worker_hands_its_prefetch_to_dramatiq(
     def fake_main(args: object) -> int:
         seen["args"] = args
         seen["prefetch"] = os.environ.get("dramatiq_queue_prefetch")  # noqa: SIM112
+        seen["threads"] = os.environ.get("SWITCHBOARD_WORKER_THREADS")
         return 0
 
     monkeypatch.setattr(dramatiq.cli, "main", fake_main)
     monkeypatch.delenv("dramatiq_queue_prefetch", raising=False)
+    monkeypatch.delenv("SWITCHBOARD_WORKER_THREADS", raising=False)
     settings = make_settings_for_broker().model_copy(
         update={"redis_url": "redis://127.0.0.1:1/0", "worker_prefetch": 7}
     )
     assert cmd_worker(settings, build_parser().parse_args(["worker", "--threads", "3"])) == 0
     assert seen["prefetch"] == "7"
+    # The processes' pools are sized for the threads they run (they read the variable).
+    assert seen["threads"] == "3"
     args = seen["args"]
     assert getattr(args, "use_spawn", None) is True
     assert getattr(args, "threads", None) == 3
+    # Without --threads: the setting's value, for Dramatiq and the pools alike.
+    settings = settings.model_copy(update={"worker_threads": 6})
+    assert cmd_worker(settings, build_parser().parse_args(["worker"])) == 0
+    assert (getattr(seen["args"], "threads", None), seen["threads"]) == (6, "6")
     monkeypatch.delenv("dramatiq_queue_prefetch", raising=False)
+    monkeypatch.delenv("SWITCHBOARD_WORKER_THREADS", raising=False)
