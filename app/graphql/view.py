@@ -40,12 +40,13 @@ from app.auth.gate import (
     record_key_use,
 )
 from app.auth.subject import Subject
+from app.config import Settings
 from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
 from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
 from app.graphql.schema import OPERATION_CACHE, build_schema
-from app.kit.body import BodyTooLarge, read_body, replaying
+from app.kit.body import BodyLimit, BodyTooLarge, read_body, replaying
 from app.kit.errors import DomainError
 from app.kit.http_errors import ErrorStyle, error_response, internal_error_response
 from app.kit.jsonutil import dumps
@@ -282,11 +283,7 @@ class GraphQLEndpoint:
             except ClientDisconnect:
                 return  # the caller left before sending its body: nobody to answer
             except BodyTooLarge as exc:
-                error = {"message": exc.message, "extensions": {"code": exc.code}}
-                too_large = Response(
-                    dumps({"errors": [error]}), exc.status, media_type="application/json"
-                )
-                await too_large(scope, receive, send)
+                await body_too_large_response(exc.limit)(scope, receive, send)
                 return
             try:
                 payload = _json_payload(headers, body)
@@ -377,6 +374,19 @@ MAX_BODY_DEPTH = 128
 
 class _BadRequest(Exception):
     """The request body is not a GraphQL request: HTTP 400 in the GraphQL error shape."""
+
+
+def body_too_large_response(limit: int) -> Response:
+    """docs/api.md: a body over the limit is a GraphQL error list with code body_too_large."""
+    exc = BodyTooLarge(limit)
+    error = {"message": exc.message, "extensions": {"code": exc.code}}
+    return Response(dumps({"errors": [error]}), exc.status, media_type="application/json")
+
+
+def body_limit(settings: Settings) -> BodyLimit:
+    """What the app's body limit (app/kit/body.py) allows POST /graphql, and its 413."""
+    limit = settings.max_body_bytes
+    return BodyLimit(limit, lambda: body_too_large_response(limit))
 
 
 def bad_request_response(message: str, status_code: int = 400) -> Response:

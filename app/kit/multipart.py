@@ -39,6 +39,11 @@ class UploadTooLarge(DomainError):
         self.limit = limit
 
 
+def upload_body_limit(max_bytes: int) -> int:
+    """The largest body that can carry a file of `max_bytes`: the file plus the framing."""
+    return max_bytes + FRAMING_ALLOWANCE
+
+
 def _readable(size: int) -> str:
     mebibytes = size / (1024 * 1024)
     return f"{mebibytes:g} MiB" if mebibytes >= 1 else f"{size} bytes"
@@ -177,7 +182,7 @@ async def receive_file(
     boundary = _boundary(content_type)
     if boundary is None:
         raise _missing_file(field_name)
-    body_limit = max_bytes + FRAMING_ALLOWANCE
+    body_limit = upload_body_limit(max_bytes)
     if content_length is not None and content_length.isdigit() and int(content_length) > body_limit:
         raise UploadTooLarge(max_bytes)
     reader = _Reader(field_name, max_bytes, inspect)

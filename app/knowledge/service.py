@@ -24,6 +24,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.config import Settings
 from app.events.service import emit
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -67,6 +68,11 @@ MIN_CANDIDATES = 50
 # --- upload --------------------------------------------------------------------------------
 
 
+def upload_limit(settings: Settings) -> int:
+    """The largest file an upload takes (413 beyond)."""
+    return settings.knowledge_max_upload_bytes
+
+
 def _inspector(file_name: str) -> PartInspector:
     return ContentSniffer(claimed_type(display_name(file_name)))
 
@@ -99,7 +105,7 @@ async def upload_document(
         content_type,
         content_length,
         field_name=FILE_FIELD,
-        max_bytes=settings.knowledge_max_upload_bytes,
+        max_bytes=upload_limit(settings),
         inspect=_inspector,
     )
     try:
