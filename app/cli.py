@@ -98,6 +98,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.db.migrate import upgrade
+    from app.kit.body import WEBSOCKET_MAX_MESSAGE_BYTES
     from app.observability import configure_logging
 
     configure_logging(settings.log_level)
@@ -114,6 +115,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         log_level=settings.log_level,
         access_log=False,
         proxy_headers=True,
+        # Websocket messages are read whole before anything looks at them: not past 1 MiB.
+        ws_max_size=WEBSOCKET_MAX_MESSAGE_BYTES,
     )
     return 0
 

@@ -28,6 +28,9 @@ JSON_MEDIA_TYPE = "application/json"
 # Platform callbacks (WhatsApp, the carrier): their bodies are small; a bigger one is not from
 # the platform.
 PLATFORM_CALLBACK_MAX_BYTES = 1024 * 1024
+# The largest websocket message read (GraphQL subscriptions): a bigger one closes the socket
+# (1009) unparsed. `switchboard serve` gives it to uvicorn, app/graphql/view.py enforces it.
+WEBSOCKET_MAX_MESSAGE_BYTES = 1024 * 1024
 
 
 class BodyTooLarge(DomainError):
