@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # campaignProgress re-reads a scheduled, sending or paused campaign's row this often
     # (status callbacks move counters without an event of their own).
     campaign_progress_poll_seconds: float = Field(default=0.5, gt=0, le=1.0)
+    # GraphQL subscriptions (events, campaignProgress, callProgress) one organization may hold
+    # open at once in one API process; the next is refused (too_many_subscriptions).
+    subscriptions_per_organization: int = Field(default=100, ge=1)
 
     # Knowledge base (app/knowledge/): uploads, extraction limits, chunking, embeddings.
     storage_endpoint_url: str | None = Field(

@@ -7,7 +7,7 @@ goes through `load_recent_calls`, which batches every contact of a response into
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any, cast
 
@@ -28,7 +28,7 @@ from app.calls.schemas import (
     PhoneNumberAssign,
     call_log_to_public,
 )
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
@@ -321,9 +321,7 @@ async def _progress(
     yield first
     if first.status in END_STATUSES:
         return
-    stream: AsyncIterator[dict[str, Any]] = context.resources.event_stream.subscribe(
-        subject.organization_id
-    )
+    stream = LiveEvents(context, subject)
     status = first.status
     try:
         while True:
@@ -349,8 +347,7 @@ async def _progress(
             if body["type"] == "call.completed":
                 return
     finally:
-        if isinstance(stream, AsyncGenerator):
-            await stream.aclose()
+        await stream.aclose()
 
 
 @strawberry.type
