@@ -25,6 +25,10 @@ from app.kit.errors import DomainError, InvalidInput, RequestValidationFailed
 
 # Room for the multipart framing and small extra fields around the file's own bytes.
 FRAMING_ALLOWANCE = 64 * 1024
+# The longest header line of a part (python-multipart's default is 4 KiB): a file name of
+# thousands of characters, percent-encoded in `filename*`, still arrives, to be shortened by
+# the caller; a longer line is refused by name.
+MAX_PART_HEADER_BYTES = FRAMING_ALLOWANCE
 MAX_PARTS = 16
 SPOOL_IN_MEMORY_BYTES = 1024 * 1024
 _FILENAME_STAR = re.compile(rb"filename\*\s*=\s*(?:UTF-8|utf-8)''([^;\s]+)")
@@ -195,7 +199,11 @@ async def receive_file(
         "on_header_end": lambda: reader.events.append(("header_end", b"")),
         "on_headers_finished": lambda: reader.events.append(("headers_finished", b"")),
     }
-    parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
+    parser = MultipartParser(
+        boundary,
+        callbacks,  # type: ignore[arg-type]
+        max_header_size=MAX_PART_HEADER_BYTES,
+    )
     received = 0
     try:
         async for chunk in chunks:
@@ -208,6 +216,10 @@ async def receive_file(
         reader.handle()
     except MultipartParseError as exc:
         _discard(reader)
+        if "header size" in str(exc):
+            raise InvalidInput(
+                f"A part's header line is longer than {MAX_PART_HEADER_BYTES // 1024} KiB"
+            ) from exc
         raise InvalidInput("The multipart body is malformed") from exc
     except BaseException:
         _discard(reader)

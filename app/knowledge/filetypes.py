@@ -22,6 +22,7 @@ PDF_HEADER_WINDOW = 1024
 DOCX_MAIN_PART = "word/document.xml"
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class DocumentType(StrEnum):
@@ -51,11 +52,21 @@ class UnsupportedFile(InvalidInput):
         super().__init__(message, field="file")
 
 
+def _visible(name: str) -> str:
+    """Without control characters, nor the invisible ones that change how a name reads: bidi
+    overrides and isolates (`invoice\u202efdp.txt` shows as "invoicetxt.pdf"), zero-width
+    spaces and joiners, line and paragraph separators (Unicode categories Cc, Cf, Zl, Zp)."""
+    name = _CONTROL_CHARACTERS.sub("", name)
+    if name.isascii():
+        return name
+    return "".join(ch for ch in name if unicodedata.category(ch) not in _INVISIBLE_CATEGORIES)
+
+
 def display_name(raw: str) -> str:
-    """The caller's file name as we keep and show it: no folders, no control characters,
-    NFC-normalised, at most 255 characters (the extension kept)."""
+    """The caller's file name as we keep and show it: no folders, no control or invisible
+    formatting characters, NFC-normalised, at most 255 characters (the extension kept)."""
     name = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    name = _CONTROL_CHARACTERS.sub("", unicodedata.normalize("NFC", name)).strip().strip(".")
+    name = _visible(unicodedata.normalize("NFC", name)).strip().strip(".")
     if len(name) > MAX_FILE_NAME_LENGTH:
         stem, dot, extension = name.rpartition(".")
         keep = MAX_FILE_NAME_LENGTH - len(extension) - 1

@@ -49,6 +49,7 @@ from app.knowledge.repository import ChunkRow, KnowledgeRepository, query_terms
 from app.knowledge.runtime import KnowledgeRuntime
 from app.knowledge.schemas import KnowledgeSearch, document_to_public
 from app.knowledge.storage import ObjectMissing, StoredObject
+from app.organizations.repository import lock_organization
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.knowledge")
@@ -94,13 +95,10 @@ async def upload_document(
     )
     if not decision.allowed:
         raise RateLimited(decision.retry_after)
+    # Early, so a full organization's upload is refused before it streams; the count that
+    # decides is taken again with the document's insert (`_store`).
     async with resources.session(writes=False) as session:
-        count = await KnowledgeRepository(session, organization_id).count()
-    if count >= settings.knowledge_max_documents:
-        raise InvalidInput(
-            f"An organization can hold at most {settings.knowledge_max_documents} documents; "
-            "delete some before uploading more"
-        )
+        await _check_room(KnowledgeRepository(session, organization_id), settings)
     received = await receive_file(
         body,
         content_type,
@@ -133,6 +131,10 @@ async def _store(
     await runtime.store.put(key, received.file, document_type.content_type)
     try:
         async with resources.session(writes=True) as session:
+            # Counted and inserted under the organization's lock: concurrent uploads cannot
+            # all see room for one more.
+            await lock_organization(session, organization_id)
+            await _check_room(KnowledgeRepository(session, organization_id), resources.settings)
             document = KnowledgeDocument(
                 id=document_id,
                 organization_id=organization_id,
@@ -155,6 +157,14 @@ async def _store(
             await runtime.store.delete(key)
         raise
     return document
+
+
+async def _check_room(repository: KnowledgeRepository, settings: Settings) -> None:
+    if await repository.count() >= settings.knowledge_max_documents:
+        raise InvalidInput(
+            f"An organization can hold at most {settings.knowledge_max_documents} documents; "
+            "delete some before uploading more"
+        )
 
 
 def _collect_later(session: AsyncSession, organization_id: str, key: str) -> None:

@@ -4,24 +4,35 @@
   listed 520,000) was parsed whole inside the upload request, on the event loop, before the
   1,000-entry limit was checked. The declared count is now judged first, and what parsing
   remains runs off the loop.
+- The per-organization document limit was read before the upload streamed: 20 concurrent
+  uploads with a limit of 3 stored 20. It is counted again with the insert, under a lock.
+- Bidi and zero-width characters stayed in file names; names over ~8 KB were "malformed".
+- `top_k` took "5" where every other number of the API is strict.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import threading
 import zipfile
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from app.config import Settings
+from app.db.engine import create_engine, create_sessionmaker
+from app.kit.multipart import MAX_PART_HEADER_BYTES
 from app.knowledge import filetypes
 from app.knowledge.filetypes import ZipLimits, declared_zip_entries
-from tests.conftest import Tenant, make_settings
+from app.main import create_app
+from tests.conftest import Tenant, TenantFactory, fresh_database, make_settings
 from tests.knowledge.conftest import stored_files, upload
 from tests.knowledge.documents import make_docx, many_entries_docx
 
@@ -107,3 +118,164 @@ def test_a_zip64_count_is_read_where_the_classic_record_says_0xffff(
     assert declared_zip_entries(io.BytesIO(bytes(data))) == 4
     with pytest.raises(Exception, match="more than 3 entries"):
         filetypes.check_docx_container(io.BytesIO(bytes(data)), ZipLimits(3, 1 << 30))
+
+
+# --- the per-organization document limit, under concurrent uploads -----------------------------
+
+CONCURRENT_UPLOADS = 20
+DOCUMENT_LIMIT = 3
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def committed_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with fresh_database(request.param, tmp_path_factory.mktemp("uploads"), "sb_uploads") as url:
+        yield url
+
+
+@pytest.fixture
+async def racing(
+    committed_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant, Settings]]:
+    """The app on a committed database (each request its own connection and transaction, as in
+    production), an organization allowed DOCUMENT_LIMIT documents."""
+    engine = create_engine(committed_url, pool_size=2)
+    tenant = await TenantFactory(create_sessionmaker(engine)).organization("Racers")
+    settings = make_settings(
+        committed_url,
+        tmp_path,
+        storage_url=f"file://{tmp_path / 'objects'}",
+        knowledge_max_documents=DOCUMENT_LIMIT,
+        db_pool_size=CONCURRENT_UPLOADS,
+    )
+    app = create_app(settings)
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
+                yield client, tenant, settings
+    finally:
+        await engine.dispose()
+
+
+async def test_concurrent_uploads_never_pass_the_document_limit(
+    racing: tuple[httpx.AsyncClient, Tenant, Settings],
+) -> None:
+    client, tenant, settings = racing
+    responses = await asyncio.gather(
+        *(
+            upload(client, tenant, f"note-{index}.txt", f"Note number {index}.".encode())
+            for index in range(CONCURRENT_UPLOADS)
+        )
+    )
+    statuses = Counter(response.status_code for response in responses)
+    assert statuses == {201: DOCUMENT_LIMIT, 400: CONCURRENT_UPLOADS - DOCUMENT_LIMIT}, [
+        response.text for response in responses
+    ]
+    refusal = next(response for response in responses if response.status_code == 400)
+    assert refusal.json() == {
+        "detail": f"An organization can hold at most {DOCUMENT_LIMIT} documents; "
+        "delete some before uploading more"
+    }
+    listed = await client.get("/api/v1/knowledge-base", headers=tenant.headers)
+    assert len(listed.json()["documents"]) == DOCUMENT_LIMIT
+    # The refused uploads' objects are gone too (deleted at once; the collector is the backstop).
+    assert len(stored_files(settings)) == DOCUMENT_LIMIT
+
+
+# --- file names ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [
+        ("invoice\u202efdp.txt", "invoicefdp.txt"),  # listed as "invoicetxt.pdf" before
+        ("pay\u200broll\u200d.txt", "payroll.txt"),  # zero-width space and joiner
+        ("\u2066notes\u2069\u200e.txt", "notes.txt"),  # isolates and a mark
+        ("two\u2028lines.txt", "twolines.txt"),
+        ("Résumé final.txt", "Résumé final.txt"),
+    ],
+)
+async def test_invisible_characters_are_stripped_from_file_names(
+    client: httpx.AsyncClient, acme: Tenant, sent: str, kept: str
+) -> None:
+    response = await client.post(
+        "/api/v1/knowledge-base/upload",
+        files={"file": (sent, b"Some text.", "text/plain")},
+        headers=acme.headers,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["file_name"] == kept
+
+
+def multipart_with_name(disposition_name: bytes, content: bytes) -> bytes:
+    return (
+        b'--b0undary\r\nContent-Disposition: form-data; name="file"; '
+        + disposition_name
+        + b"\r\nContent-Type: text/plain\r\n\r\n"
+        + content
+        + b"\r\n--b0undary--\r\n"
+    )
+
+
+async def test_a_file_name_of_9_kb_is_truncated_as_documented(
+    client: httpx.AsyncClient, acme: Tenant
+) -> None:
+    headers = {**acme.headers, "Content-Type": "multipart/form-data; boundary=b0undary"}
+    long_plain = b'filename="' + b"a" * 9000 + b'.txt"'
+    response = await client.post(
+        "/api/v1/knowledge-base/upload",
+        content=multipart_with_name(long_plain, b"Some text."),
+        headers=headers,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["file_name"] == "a" * 251 + ".txt"
+
+    # 3,000 accented letters, percent-encoded in filename*: 18 KB on the wire.
+    long_encoded = b"filename*=UTF-8''" + quote("é" * 3000 + ".txt").encode()
+    response = await client.post(
+        "/api/v1/knowledge-base/upload",
+        content=multipart_with_name(long_encoded, b"Some text."),
+        headers=headers,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["file_name"] == "é" * 251 + ".txt"
+
+    # Past the header limit the refusal says so.
+    huge = b'filename="' + b"a" * (MAX_PART_HEADER_BYTES + 10) + b'.txt"'
+    response = await client.post(
+        "/api/v1/knowledge-base/upload",
+        content=multipart_with_name(huge, b"Some text."),
+        headers=headers,
+    )
+    assert response.status_code == 400
+    assert response.json() == {"detail": "A part's header line is longer than 64 KiB"}
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("top_k", ["5", True, "five", 5.5])
+async def test_top_k_must_be_a_json_integer(
+    client: httpx.AsyncClient, acme: Tenant, top_k: object
+) -> None:
+    response = await client.post(
+        "/api/v1/knowledge-base/search",
+        json={"query": "refund", "top_k": top_k},
+        headers=acme.headers,
+    )
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["body", "top_k"]
+    assert error["type"] in ("int_type", "int_from_float")
+
+
+async def test_top_k_as_an_integer_is_taken(client: httpx.AsyncClient, acme: Tenant) -> None:
+    for top_k in (5, 5.0):
+        response = await client.post(
+            "/api/v1/knowledge-base/search",
+            json={"query": "refund", "top_k": top_k},
+            headers=acme.headers,
+        )
+        assert response.status_code == 200, response.text
