@@ -172,14 +172,21 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
-        # A run's lease must outlast its longest step (one webhook attempt, bounded by the
-        # timeout) plus its statements, or a second run would start while the first still
-        # works; the fencing token refuses the stale run's writes anyway (app/kit/outbox.py).
-        needed = self.webhook_timeout_seconds + JOB_LEASE_MARGIN_SECONDS
+        # A run's lease must outlast its longest step (a webhook attempt, bounded by its
+        # timeout; a document's extraction, bounded by its limit) plus its statements, or a
+        # second run would start while the first still works: the fencing token refuses the
+        # stale run's writes (app/kit/outbox.py), so a slow document would be extracted again
+        # and again until parked, and stay `indexing`.
+        steps = {
+            "the webhook timeout": self.webhook_timeout_seconds,
+            "the extraction limit": self.knowledge_extraction_seconds,
+        }
+        longest = max(steps, key=lambda name: steps[name])
+        needed = steps[longest] + JOB_LEASE_MARGIN_SECONDS
         if self.job_lease_seconds < needed:
             raise ValueError(
-                f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least the webhook"
-                f" timeout plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
+                f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least {longest}"
+                f" plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
             )
         return self
 

@@ -39,6 +39,8 @@ SAMPLES: dict[str, Any] = {
     "knowledge_upload_rate_limit": "5/m",
     "embeddings_provider": "openai",
     "embeddings_model_path": Path("/srv/models/minilm"),
+    # Doubling it would outlast the default job lease, which start-up refuses.
+    "knowledge_extraction_seconds": 45.0,
 }
 
 
