@@ -138,6 +138,8 @@ def worker_env(
         # running jobs: see test_a_graceful_stop_finishes_the_delivery_in_progress) holds its
         # job this long: the shortest lease the settings accept for the timeout above.
         SWITCHBOARD_JOB_LEASE_SECONDS="4",
+        # The lease must outlast a document's extraction too (no document is indexed here).
+        SWITCHBOARD_KNOWLEDGE_EXTRACTION_SECONDS="2",
         SWITCHBOARD_WORKER_PREFETCH="1",  # the rest waits in Redis, where a flush loses it
         SWITCHBOARD_WORKER_METRICS_PORT=str(free_port()),
     )
