@@ -236,6 +236,10 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             str(args.processes),
             "--threads",
             str(args.threads),
+            # How long a stopping worker process waits for its running jobs (10 min by
+            # Dramatiq's default); workers/stopping.py bounds the whole stop.
+            "--worker-shutdown-timeout",
+            str(int(settings.worker_shutdown_seconds * 1000)),
             "--skip-logging",
             *spawn,
         ]

@@ -20,6 +20,8 @@ VAR_DIR = Path("./var")
 MIN_SECRET_LENGTH = 32
 # What a job run needs beyond its longest attempt: its statements before and after it.
 JOB_LEASE_MARGIN_SECONDS = 2.0
+# What a stopping worker process may take beyond its jobs' grace and the webhook timeout.
+WORKER_STOP_MARGIN = 15.0
 
 
 def _create_secret_file(path: Path, key: str) -> None:
@@ -106,6 +108,10 @@ class Settings(BaseSettings):
     # consumer idling between fetches.
     worker_prefetch: int = Field(default=64, ge=1)
     worker_threads: int = Field(default=4, ge=1)
+    # A stopping `switchboard worker` process waits this long for its running jobs (Dramatiq's
+    # --worker-shutdown-timeout), then closes; whatever happens it ends within
+    # `worker_stop_deadline_seconds` of the signal (workers/stopping.py).
+    worker_shutdown_seconds: float = Field(default=30.0, gt=0)
     # Jobs a worker process runs at once on its own event loop: detached jobs (webhook
     # attempts, which hold no worker thread) and the deliveries a fan-out of this process
     # created (started straight away, no broker round trip; beyond the room, through the
@@ -241,6 +247,12 @@ class Settings(BaseSettings):
             self.resolved_secret_key().encode(), b"switchboard/whatsapp-app-secret", hashlib.sha256
         )
         return digest.hexdigest()
+
+    @property
+    def worker_stop_deadline_seconds(self) -> float:
+        """When a stopping worker process ends at the latest: its jobs' grace, then the time to
+        close (deliveries in flight get the webhook timeout), plus a margin."""
+        return self.worker_shutdown_seconds + self.webhook_timeout_seconds + WORKER_STOP_MARGIN
 
     @cached_property
     def key_rate_limit(self) -> RateLimit:
