@@ -165,6 +165,10 @@ class Settings(BaseSettings):
     knowledge_max_zip_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
     knowledge_extraction_seconds: float = Field(default=30.0, gt=0)
     knowledge_extraction_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=64 * 1024 * 1024)
+    # Extractions a worker process runs at once, and how many of them one organization may
+    # hold (app/knowledge/fairness.py); a document waiting for a slot stays `pending`.
+    knowledge_extraction_concurrency: int = Field(default=2, ge=1)
+    knowledge_extraction_per_organization: int = Field(default=1, ge=1)
     knowledge_chunk_tokens: int = Field(default=160, ge=8)
     knowledge_chunk_overlap: int = Field(default=32, ge=0)
     # Vectors kept in each process for exact cosine search (all organizations together).
@@ -193,6 +197,16 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least {longest}"
                 f" plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _an_organization_leaves_room(self) -> Settings:
+        if self.knowledge_extraction_per_organization > self.knowledge_extraction_concurrency:
+            raise ValueError(
+                "knowledge_extraction_per_organization"
+                f" ({self.knowledge_extraction_per_organization}) cannot exceed"
+                f" knowledge_extraction_concurrency ({self.knowledge_extraction_concurrency})"
             )
         return self
 

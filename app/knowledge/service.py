@@ -341,7 +341,10 @@ async def _build_index(
     settings_limits = runtime.extraction
     async with runtime.store.local_copy(storage_key) as path:
         pages = await extract_document(path, document_type, settings_limits)
-    chunks = chunk_pages(pages, runtime.chunk_tokens, runtime.chunk_overlap)
+    # CPU work on millions of characters: off the event loop other jobs share.
+    chunks = await asyncio.to_thread(
+        chunk_pages, pages, runtime.chunk_tokens, runtime.chunk_overlap
+    )
     if not chunks:
         raise ExtractionFailed("The document contains no extractable text")
     page_count = len(pages) if document_type == DocumentType.PDF else None
