@@ -255,77 +255,61 @@ class Probes:
                 into.append((time.perf_counter() - started) * 1000)
             await asyncio.sleep(0.05)
 
-    async def txt(self) -> float:
+    async def _settled(
+        self, path: str, poll: str, field: str, final: tuple[str, ...], **request: Any
+    ) -> float:
+        """Seconds from POSTing `path` until the created resource's `field` (read at `poll`,
+        formatted with its id) is one of `final`."""
         started = time.perf_counter()
         response = await self.client.post(
-            "/api/v1/knowledge-base/upload",
-            files={"file": ("hours.txt", b"Open from 9 to 5.\n", "text/plain")},
-            headers=self.tenant.headers,
-            timeout=PROBE_LIMIT_SECONDS,
+            path, headers=self.tenant.headers, timeout=PROBE_LIMIT_SECONDS, **request
         )
         if response.status_code != 201:
+            log(f"{path} refused: {response.status_code} {response.text[:200]}")
             return PROBE_LIMIT_SECONDS
-        document_id = response.json()["id"]
+        url = poll.format(id=response.json()["id"])
 
-        async def ready() -> bool:
-            found = await self.client.get(
-                f"/api/v1/knowledge-base/{document_id}", headers=self.tenant.headers
-            )
-            return found.json().get("index_status") in ("ready", "failed")
+        async def settled() -> bool:
+            found = await self.client.get(url, headers=self.tenant.headers)
+            return found.json().get(field) in final
 
-        await until(ready)
+        await until(settled)
         return time.perf_counter() - started
+
+    async def txt(self) -> float:
+        return await self._settled(
+            "/api/v1/knowledge-base/upload",
+            "/api/v1/knowledge-base/{id}",
+            "index_status",
+            ("ready", "failed"),
+            files={"file": ("hours.txt", b"Open from 9 to 5.\n", "text/plain")},
+        )
 
     async def template(self) -> float:
-        self.serial += 1
-        started = time.perf_counter()
-        response = await self.client.post(
+        body = {
+            "channel_id": self.tenant.channel_id,
+            "name": f"shipped_{uuid.uuid4().hex[:8]}",
+            "language": "en_US",
+            "category": "UTILITY",
+            "components": [TEMPLATE_BODY],
+        }
+        return await self._settled(
             "/api/v1/templates",
-            json={
-                "channel_id": self.tenant.channel_id,
-                "name": f"shipped_{uuid.uuid4().hex[:8]}",
-                "language": "en_US",
-                "category": "UTILITY",
-                "components": [TEMPLATE_BODY],
-            },
-            headers=self.tenant.headers,
-            timeout=PROBE_LIMIT_SECONDS,
+            "/api/v1/templates/{id}",
+            "status",
+            ("APPROVED", "REJECTED"),
+            json=body,
         )
-        if response.status_code != 201:
-            log(f"template refused: {response.status_code} {response.text[:200]}")
-            return PROBE_LIMIT_SECONDS
-        template_id = response.json()["id"]
-
-        async def approved() -> bool:
-            found = await self.client.get(
-                f"/api/v1/templates/{template_id}", headers=self.tenant.headers
-            )
-            return found.json().get("status") in ("APPROVED", "REJECTED")
-
-        await until(approved)
-        return time.perf_counter() - started
 
     async def call(self) -> float:
-        started = time.perf_counter()
-        response = await self.client.post(
+        body = {"agent_id": self.tenant.agent_id, "to_number": "+14155550123"}
+        return await self._settled(
             "/api/v1/calls",
-            json={"agent_id": self.tenant.agent_id, "to_number": "+14155550123"},
-            headers=self.tenant.headers,
-            timeout=PROBE_LIMIT_SECONDS,
+            "/api/v1/call-logs/{id}",
+            "status",
+            ("completed", "failed", "busy", "no-answer"),
+            json=body,
         )
-        if response.status_code != 201:
-            log(f"call refused: {response.status_code} {response.text[:200]}")
-            return PROBE_LIMIT_SECONDS
-        call_id = response.json()["id"]
-
-        async def ended() -> bool:
-            found = await self.client.get(
-                f"/api/v1/call-logs/{call_id}", headers=self.tenant.headers
-            )
-            return found.json().get("status") in ("completed", "failed", "busy", "no-answer")
-
-        await until(ended)
-        return time.perf_counter() - started
 
     @contextlib.asynccontextmanager
     async def subscription(self) -> AsyncIterator[ClientConnection | None]:
@@ -466,16 +450,19 @@ async def attack_pdf(
 # --- phases ----------------------------------------------------------------------------------
 
 
+ATTACKS = ("docx", "subscriptions", "ws_frames", "pdf")
+
+
 async def phase(
-    name: str,
-    probes: Probes,
-    seconds: float,
-    attack: Callable[[asyncio.Event], Awaitable[None]] | None,
+    name: str, probes: Probes, seconds: float, attacker: list[str] | None
 ) -> dict[str, Any]:
+    """Org B's probes for `seconds` (at least one round), while `attacker` (a command line: the
+    attack runs in a process of its own, so its own CPU is not org B's client's) runs."""
+    process = None
+    if attacker is not None:
+        process = await asyncio.create_subprocess_exec(*attacker)
+        await asyncio.sleep(3.0)  # the attack is under way before the first probe
     stop = asyncio.Event()
-    attacking = asyncio.create_task(attack(stop)) if attack is not None else None
-    if attacking is not None:
-        await asyncio.sleep(2.0)  # the attack is under way before the first probe
     rest: list[float] = []
     sampler = asyncio.create_task(probes.sample_rest(stop, rest))
     figures: dict[str, list[float]] = {"txt_s": [], "template_s": [], "call_s": [], "event_ms": []}
@@ -490,9 +477,9 @@ async def phase(
                 break
     stop.set()
     await sampler
-    if attacking is not None:
-        attacking.cancel()
-        await asyncio.gather(attacking, return_exceptions=True)
+    if process is not None:
+        process.terminate()
+        await process.wait()
     result: dict[str, Any] = {
         "rest_ms_p50": round(statistics.median(rest), 1),
         "rest_ms_max": round(max(rest), 1),
@@ -503,13 +490,30 @@ async def phase(
     return result
 
 
+async def attack(name: str, port: int, key: str) -> None:
+    """The attacker process: org A's attack `name`, until terminated."""
+    base = f"http://{HOST}:{port}"
+    ws_url = f"ws://{HOST}:{port}/graphql"
+    org_a = Tenant(key)
+    stop = asyncio.Event()  # never set: the phase terminates this process
+    async with httpx.AsyncClient(base_url=base, timeout=PROBE_LIMIT_SECONDS) as client:
+        if name == "docx":
+            await attack_docx(client, org_a, stop, crowded_docx())
+        elif name == "subscriptions":
+            await attack_subscriptions(ws_url, org_a, stop)
+        elif name == "ws_frames":
+            await attack_frames(ws_url, stop)
+        elif name == "pdf":
+            await attack_pdf(client, org_a, stop, shared_stream_pdf())
+
+
 async def run(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     base = f"http://{HOST}:{args.port}"
     ws_url = f"ws://{HOST}:{args.port}/graphql"
     org_a = Tenant(cli(env, "orgs", "create", "--name", "Org A")["api_key"])
     org_b = Tenant(cli(env, "orgs", "create", "--name", "Org B")["api_key"])
-    docx, pdf = crowded_docx(), shared_stream_pdf()
-    log(f"inputs: docx {len(docx) / 2**20:.1f} MiB, pdf {len(pdf) / 1024:.0f} KB")
+    docx_mib, pdf_kb = len(crowded_docx()) / 2**20, len(shared_stream_pdf()) / 1024
+    log(f"inputs: docx {docx_mib:.1f} MiB, pdf {pdf_kb:.0f} KB")
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
         channel = await client.post(
@@ -532,16 +536,20 @@ async def run(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         probes = Probes(client, org_b, ws_url)
         await phase("warm-up", probes, 0, None)
         results = {"idle": await phase("idle", probes, args.seconds, None)}
-        attacks: dict[str, Callable[[asyncio.Event], Awaitable[None]]] = {
-            "docx": lambda stop: attack_docx(client, org_a, stop, docx),
-            "subscriptions": lambda stop: attack_subscriptions(ws_url, org_a, stop),
-            "ws_frames": lambda stop: attack_frames(ws_url, stop),
-            "pdf": lambda stop: attack_pdf(client, org_a, stop, pdf),
-        }
-        for name, attack in attacks.items():
+        for name in ATTACKS:
             if args.only and name not in args.only:
                 continue
-            results[name] = await phase(name, probes, args.seconds, attack)
+            attacker = [
+                sys.executable,
+                __file__,
+                "--attack",
+                name,
+                "--port",
+                str(args.port),
+                "--key",
+                org_a.key,
+            ]
+            results[name] = await phase(name, probes, args.seconds, attacker)
     return results
 
 
@@ -581,11 +589,19 @@ def main() -> int:
         default=os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
         help="admin URL; the database switchboard_stalls is recreated next to it",
     )
-    parser.add_argument("--redis-url", required=True, help="a Redis database to flush and use")
+    parser.add_argument("--redis-url", help="a Redis database to flush and use (required)")
+    parser.add_argument("--attack", choices=ATTACKS, help=argparse.SUPPRESS)  # attacker process
+    parser.add_argument("--key", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=8132)
     parser.add_argument("--seconds", type=float, default=20.0, help="per phase")
     parser.add_argument("--only", nargs="*", help="attack phases to run (default: all)")
     args = parser.parse_args()
+    if args.attack:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(attack(args.attack, args.port, args.key))
+        return 0
+    if not args.redis_url:
+        parser.error("--redis-url is required")
 
     asyncio.run(recreate_database(args.database_url))
     redis.Redis.from_url(args.redis_url).flushdb()

@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
 from app.kit.jsonutil import loads
+from app.kit.quota import KeyedQuota
 from app.kit.redis_clients import REDIS_FAILURES, OutageReport
 
 logger = structlog.get_logger("switchboard.events")
@@ -249,24 +250,18 @@ class SubscriptionQuota:
 
     def __init__(self, per_organization: int) -> None:
         self.per_organization = per_organization
-        self._open: dict[str, int] = {}
+        self._open = KeyedQuota(per_organization)
 
     def open_count(self, organization_id: str) -> int:
-        return self._open.get(organization_id, 0)
+        return self._open.held_by(organization_id)
 
     def take(self, organization_id: str) -> None:
         """One more open subscription, or TooManySubscriptions; `release` gives it back."""
-        count = self._open.get(organization_id, 0)
-        if count >= self.per_organization:
+        if not self._open.take(organization_id):
             raise TooManySubscriptions(self.per_organization)
-        self._open[organization_id] = count + 1
 
     def release(self, organization_id: str) -> None:
-        remaining = self._open.get(organization_id, 0) - 1
-        if remaining > 0:
-            self._open[organization_id] = remaining
-        else:
-            self._open.pop(organization_id, None)
+        self._open.release(organization_id)
 
 
 # The embedded mode's stream: shared by the API and the in-process worker of one process.

@@ -13,40 +13,18 @@ from __future__ import annotations
 
 import random
 
+from app.kit.quota import KeyedQuota
+
 # A slot frees when an extraction ends (seconds, at most its limit): look again in a moment.
 DEFER_SECONDS = (2.0, 4.0)
 
 
-class ExtractionSlots:
+class ExtractionSlots(KeyedQuota):
     """`total` extractions at once in this process, at most `per_organization` of them for any
-    one organization. Used from the worker's event loop only."""
+    one organization (keys are organization ids). Used from the worker's event loop only."""
 
     def __init__(self, total: int, per_organization: int) -> None:
-        self.total = total
-        self.per_organization = per_organization
-        self._held: dict[str, int] = {}
-
-    @property
-    def in_use(self) -> int:
-        return sum(self._held.values())
-
-    def held_by(self, organization_id: str) -> int:
-        return self._held.get(organization_id, 0)
-
-    def take(self, organization_id: str) -> bool:
-        """A slot for one extraction of the organization's, or False (defer the job)."""
-        held = self._held.get(organization_id, 0)
-        if held >= self.per_organization or self.in_use >= self.total:
-            return False
-        self._held[organization_id] = held + 1
-        return True
-
-    def release(self, organization_id: str) -> None:
-        held = self._held.get(organization_id, 0) - 1
-        if held > 0:
-            self._held[organization_id] = held
-        else:
-            self._held.pop(organization_id, None)
+        super().__init__(per_organization, total)
 
     @staticmethod
     def defer_seconds() -> float:

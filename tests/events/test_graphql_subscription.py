@@ -38,7 +38,7 @@ from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.events import graphql as graphql_events
 from app.events.models import Event
-from app.events.stream import EventStream
+from app.events.stream import EventStream, SubscriptionQuota
 from app.graphql import view as graphql_view
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -660,7 +660,7 @@ async def test_one_organizations_subscriptions_never_stop_anothers(
 
 @both_streams
 async def test_an_organization_at_its_subscription_cap_is_refused_alone(harness: Harness) -> None:
-    harness.resources.subscriptions.per_organization = 2
+    harness.resources.subscriptions = SubscriptionQuota(2)
     org_a = await harness.tenants.organization("Org A")
     org_b = await harness.tenants.organization("Org B")
     async with harness.socket() as socket:

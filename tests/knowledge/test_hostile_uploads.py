@@ -223,24 +223,19 @@ async def test_a_file_name_of_9_kb_is_truncated_as_documented(
     client: httpx.AsyncClient, acme: Tenant
 ) -> None:
     headers = {**acme.headers, "Content-Type": "multipart/form-data; boundary=b0undary"}
-    long_plain = b'filename="' + b"a" * 9000 + b'.txt"'
-    response = await client.post(
-        "/api/v1/knowledge-base/upload",
-        content=multipart_with_name(long_plain, b"Some text."),
-        headers=headers,
-    )
-    assert response.status_code == 201, response.text
-    assert response.json()["file_name"] == "a" * 251 + ".txt"
-
-    # 3,000 accented letters, percent-encoded in filename*: 18 KB on the wire.
-    long_encoded = b"filename*=UTF-8''" + quote("é" * 3000 + ".txt").encode()
-    response = await client.post(
-        "/api/v1/knowledge-base/upload",
-        content=multipart_with_name(long_encoded, b"Some text."),
-        headers=headers,
-    )
-    assert response.status_code == 201, response.text
-    assert response.json()["file_name"] == "é" * 251 + ".txt"
+    cases = [
+        (b'filename="' + b"a" * 9000 + b'.txt"', "a" * 251 + ".txt"),
+        # 3,000 accented letters, percent-encoded in filename*: 18 KB on the wire.
+        (b"filename*=UTF-8''" + quote("é" * 3000 + ".txt").encode(), "é" * 251 + ".txt"),
+    ]
+    for disposition, kept in cases:
+        response = await client.post(
+            "/api/v1/knowledge-base/upload",
+            content=multipart_with_name(disposition, b"Some text."),
+            headers=headers,
+        )
+        assert response.status_code == 201, response.text
+        assert response.json()["file_name"] == kept
 
     # Past the header limit the refusal says so.
     huge = b'filename="' + b"a" * (MAX_PART_HEADER_BYTES + 10) + b'.txt"'
