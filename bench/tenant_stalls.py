@@ -88,52 +88,15 @@ def crowded_docx(entries: int = 520_000) -> bytes:
         + name
         + data
     )
-    first = (
-        struct.pack(
-            "<4sHHHHHHIIIHHHHHII",
-            b"PK\x01\x02",
-            20,
-            20,
-            0,
-            0,
-            0,
-            0,
-            crc,
-            len(data),
-            len(data),
-            len(name),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
+
+    def central(entry_name: bytes) -> bytes:
+        """A central directory record pointing at the one local header (offset 0)."""
+        head = struct.pack(
+            "<4sHHHHHHIII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, len(data), len(data)
         )
-        + name
-    )
-    filler = (
-        struct.pack(
-            "<4sHHHHHHIIIHHHHHII",
-            b"PK\x01\x02",
-            20,
-            20,
-            0,
-            0,
-            0,
-            0,
-            crc,
-            len(data),
-            len(data),
-            1,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        )
-        + b"a"
-    )
+        return head + struct.pack("<HHHHHII", len(entry_name), 0, 0, 0, 0, 0, 0) + entry_name
+
+    first, filler = central(name), central(b"a")
     directory = first + filler * (entries - 1)
     directory_offset = len(local)
     zip64_offset = directory_offset + len(directory)
