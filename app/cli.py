@@ -108,6 +108,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.db.migrate import upgrade
+    from app.kit.body import WEBSOCKET_MAX_MESSAGE_BYTES
     from app.observability import configure_logging
 
     configure_logging(settings.log_level)
@@ -124,6 +125,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         log_level=settings.log_level,
         access_log=False,
         proxy_headers=True,
+        # Websocket messages are read whole before anything looks at them: not past 1 MiB.
+        ws_max_size=WEBSOCKET_MAX_MESSAGE_BYTES,
     )
     return 0
 
@@ -249,6 +252,10 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             str(args.processes),
             "--threads",
             str(threads),
+            # How long a stopping worker process waits for its running jobs (10 min by
+            # Dramatiq's default); workers/stopping.py bounds the whole stop.
+            "--worker-shutdown-timeout",
+            str(int(settings.worker_shutdown_seconds * 1000)),
             "--skip-logging",
             *spawn,
         ]

@@ -26,6 +26,8 @@ VAR_DIR = Path("./var")
 MIN_SECRET_LENGTH = 32
 # What a job run needs beyond its longest attempt: its statements before and after it.
 JOB_LEASE_MARGIN_SECONDS = 2.0
+# What a stopping worker process may take beyond its jobs' grace and the webhook timeout.
+WORKER_STOP_MARGIN = 15.0
 
 
 def _create_secret_file(path: Path, key: str) -> None:
@@ -125,6 +127,10 @@ class Settings(BaseSettings):
     # consumer idling between fetches.
     worker_prefetch: int = Field(default=64, ge=1)
     worker_threads: int = Field(default=4, ge=1)
+    # A stopping `switchboard worker` process waits this long for its running jobs (Dramatiq's
+    # --worker-shutdown-timeout), then closes; whatever happens it ends within
+    # `worker_stop_deadline_seconds` of the signal (workers/stopping.py).
+    worker_shutdown_seconds: float = Field(default=30.0, gt=0)
     # Jobs a worker process runs at once on its own event loop: detached jobs (webhook
     # attempts, which hold no worker thread) and the deliveries a fan-out of this process
     # created (started straight away, no broker round trip; beyond the room, through the
@@ -183,6 +189,9 @@ class Settings(BaseSettings):
     # campaignProgress re-reads a scheduled, sending or paused campaign's row this often
     # (status callbacks move counters without an event of their own).
     campaign_progress_poll_seconds: float = Field(default=0.5, gt=0, le=1.0)
+    # GraphQL subscriptions (events, campaignProgress, callProgress) one organization may hold
+    # open at once in one API process; the next is refused (too_many_subscriptions).
+    subscriptions_per_organization: int = Field(default=100, ge=1)
 
     # Knowledge base (app/knowledge/): uploads, extraction limits, chunking, embeddings.
     storage_endpoint_url: str | None = Field(
@@ -200,6 +209,10 @@ class Settings(BaseSettings):
     knowledge_max_zip_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
     knowledge_extraction_seconds: float = Field(default=30.0, gt=0)
     knowledge_extraction_memory_bytes: int = Field(default=1024 * 1024 * 1024, ge=64 * 1024 * 1024)
+    # Extractions a worker process runs at once, and how many of them one organization may
+    # hold (app/knowledge/fairness.py); a document waiting for a slot stays `pending`.
+    knowledge_extraction_concurrency: int = Field(default=2, ge=1)
+    knowledge_extraction_per_organization: int = Field(default=1, ge=1)
     knowledge_chunk_tokens: int = Field(default=160, ge=8)
     knowledge_chunk_overlap: int = Field(default=32, ge=0)
     # Vectors kept in each process for exact cosine search (all organizations together).
@@ -235,14 +248,31 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
-        # A run's lease must outlast its longest step (one webhook attempt, bounded by the
-        # timeout) plus its statements, or a second run would start while the first still
-        # works; the fencing token refuses the stale run's writes anyway (app/kit/outbox.py).
-        needed = self.webhook_timeout_seconds + JOB_LEASE_MARGIN_SECONDS
+        # A run's lease must outlast its longest step (a webhook attempt, bounded by its
+        # timeout; a document's extraction, bounded by its limit) plus its statements, or a
+        # second run would start while the first still works: the fencing token refuses the
+        # stale run's writes (app/kit/outbox.py), so a slow document would be extracted again
+        # and again until parked, and stay `indexing`.
+        steps = {
+            "the webhook timeout": self.webhook_timeout_seconds,
+            "the extraction limit": self.knowledge_extraction_seconds,
+        }
+        longest = max(steps, key=lambda name: steps[name])
+        needed = steps[longest] + JOB_LEASE_MARGIN_SECONDS
         if self.job_lease_seconds < needed:
             raise ValueError(
-                f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least the webhook"
-                f" timeout plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
+                f"job_lease_seconds ({self.job_lease_seconds:g}) must be at least {longest}"
+                f" plus {JOB_LEASE_MARGIN_SECONDS:g} s ({needed:g})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _an_organization_leaves_room(self) -> Settings:
+        if self.knowledge_extraction_per_organization > self.knowledge_extraction_concurrency:
+            raise ValueError(
+                "knowledge_extraction_per_organization"
+                f" ({self.knowledge_extraction_per_organization}) cannot exceed"
+                f" knowledge_extraction_concurrency ({self.knowledge_extraction_concurrency})"
             )
         return self
 
@@ -314,6 +344,12 @@ class Settings(BaseSettings):
             self.resolved_secret_key().encode(), b"switchboard/whatsapp-app-secret", hashlib.sha256
         )
         return digest.hexdigest()
+
+    @property
+    def worker_stop_deadline_seconds(self) -> float:
+        """When a stopping worker process ends at the latest: its jobs' grace, then the time to
+        close (deliveries in flight get the webhook timeout), plus a margin."""
+        return self.worker_shutdown_seconds + self.webhook_timeout_seconds + WORKER_STOP_MARGIN
 
     @cached_property
     def key_rate_limit(self) -> RateLimit:

@@ -12,22 +12,26 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from app.config import Settings, get_settings
 from app.cors import ApiCORS
+from app.graphql import view as graphql_view
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
 from app.idempotency.service import purge_expired
+from app.kit.body import PLATFORM_CALLBACK_MAX_BYTES, BodyLimit, BodyLimitMiddleware, BodyTooLarge
 from app.kit.collector import tune_for_serving
 from app.kit.domains import collect
-from app.kit.http_errors import json_response
+from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from rest_compat.app import build_routes
 from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
 from rest_compat.reference import STATIC_URL_PREFIX as REFERENCE_URL_PREFIX
+from rest_compat.router import RestRoutes
 
 logger = structlog.get_logger("switchboard")
 
@@ -97,6 +101,37 @@ async def http_error(_request: Request, exc: Exception) -> Response:
     return json_response({"detail": exc.detail}, exc.status_code, exc.headers)
 
 
+def _detail_limit(limit: int) -> BodyLimit:
+    return BodyLimit(limit, lambda: error_response(BodyTooLarge(limit), ErrorStyle.DETAIL))
+
+
+_CALLBACK_LIMIT = _detail_limit(PLATFORM_CALLBACK_MAX_BYTES)
+
+
+def body_limits(
+    routes: list[BaseRoute], callbacks: list[BaseRoute]
+) -> Callable[[Scope], BodyLimit]:
+    """Each request's body limit (app/kit/body.py): a REST operation's own, the GraphQL
+    endpoint's, 1 MiB on platform callbacks, `max_body_bytes` on anything else."""
+    rest = [route for route in routes if isinstance(route, RestRoutes)]
+    callback_paths = frozenset(route.path for route in callbacks if isinstance(route, Route))
+
+    def limit_for(scope: Scope) -> BodyLimit:
+        path: str = scope["path"]
+        if path in callback_paths:
+            return _CALLBACK_LIMIT
+        settings: Settings = scope["app"].state.resources.settings
+        if path == "/graphql":
+            return graphql_view.body_limit(settings)
+        for routes_of_prefix in rest:
+            operation = routes_of_prefix.operation(scope)
+            if operation is not None:
+                return operation.body_limit(settings)
+        return _detail_limit(settings.max_body_bytes)
+
+    return limit_for
+
+
 def create_app(
     settings: Settings | None = None,
     resources: Resources | None = None,
@@ -133,14 +168,16 @@ def create_app(
                 await app.state.resources.aclose()
 
     graphql = GraphQLEndpoint()
+    rest = build_routes("/api/v1")
+    callbacks = [route for routes in collect("callbacks", "ROUTES") for route in routes]
     app = Starlette(
         routes=[
             # First: the REST routes answer most requests, and are matched by one lookup.
-            *build_routes("/api/v1"),
+            *rest,
             # Then the dashboards' endpoint, before the rarely called ones.
             Route("/graphql", graphql, methods=["GET", "POST"]),
             # Upstream platforms' callbacks (WhatsApp, the carrier): each domain's callbacks.py.
-            *(route for routes in collect("callbacks", "ROUTES") for route in routes),
+            *callbacks,
             Route("/", home, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
@@ -157,6 +194,8 @@ def create_app(
                 if settings.cors_origin_list
                 else []
             ),
+            # Inside the access log (a refused body is logged with its 413), before any route.
+            Middleware(BodyLimitMiddleware, limit_for=body_limits(rest, callbacks)),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,

@@ -16,7 +16,12 @@ from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_go
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import READ_POOL, ReadPool
-from app.events.stream import LOCAL_EVENT_STREAM, EventStream, RedisEventStream
+from app.events.stream import (
+    LOCAL_EVENT_STREAM,
+    EventStream,
+    RedisEventStream,
+    SubscriptionQuota,
+)
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
 
@@ -38,8 +43,10 @@ class Resources:
     # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
     credential_cache: CredentialCache | None = None
     revocation_listener: RevocationListener | None = None
-    # Live events for GraphQL subscriptions (app/events/stream.py).
+    # Live events for GraphQL subscriptions (app/events/stream.py), and how many of them each
+    # organization holds open in this process.
     event_stream: EventStream = LOCAL_EVENT_STREAM
+    subscriptions: SubscriptionQuota = field(init=False)
     # Paces every send of a channel, one budget across processes (app/channels/governor.py).
     send_governor: SendGovernor = field(default_factory=LocalSendGovernor)
     # The subscriptions' pub/sub client: no read timeout (app/kit/redis_clients.py).
@@ -123,8 +130,12 @@ class Resources:
                 await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
             yield session
 
+    def __post_init__(self) -> None:
+        self.subscriptions = SubscriptionQuota(self.settings.subscriptions_per_organization)
+
     async def aclose(self) -> None:
         self.idle_read_sessions.clear()
+        await self.event_stream.aclose()
         await self.rate_limiter.close()
         if self.redis is not None:
             await self.redis.aclose()

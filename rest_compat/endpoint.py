@@ -25,9 +25,12 @@ from app.auth.gate import (
 )
 from app.auth.scopes import Scope
 from app.auth.subject import Subject
+from app.config import Settings
 from app.idempotency import service as idempotency
 from app.kit.body import (
     JSON_MEDIA_TYPE,
+    BodyLimit,
+    BodyTooLarge,
     UnsupportedMediaType,
     is_json_media_type,
     read_body,
@@ -46,6 +49,7 @@ from app.kit.http_errors import (
     json_response,
 )
 from app.kit.jsonutil import loads
+from app.kit.multipart import UploadTooLarge, upload_body_limit
 from app.kit.validation import parse_model
 from app.resources import Resources
 
@@ -164,6 +168,9 @@ class Operation:
     # nor opens a write transaction (a slow upload must not hold SQLite's write lock); the
     # handler opens its own after the body is in. No idempotency replay for such bodies.
     streams_body: bool = False
+    # For a streamed upload: the largest file the handler takes (the body may add the
+    # multipart framing, app/kit/multipart.py), so the app's body limit lets it through.
+    upload_limit: Callable[[Settings], int] | None = None
     # Media types of a binary success body (downloads); empty: JSON.
     binary_response: tuple[str, ...] = field(default=())
     # The `organization_id` header must be sent (the seed's ticket creation), not only match.
@@ -176,6 +183,18 @@ class Operation:
     @property
     def takes_body(self) -> bool:
         return self.request_model is not None or self.media_type != JSON_MEDIA_TYPE
+
+    def body_limit(self, settings: Settings) -> BodyLimit:
+        """What the app's body limit (app/kit/body.py) allows this operation, and its 413."""
+        style = self.style
+        if self.upload_limit is not None:
+            file_limit = self.upload_limit(settings)
+            return BodyLimit(
+                upload_body_limit(file_limit),
+                lambda: error_response(UploadTooLarge(file_limit), style),
+            )
+        limit = self.max_body_bytes or settings.max_body_bytes
+        return BodyLimit(limit, lambda: error_response(BodyTooLarge(limit), style))
 
     def accepts_media_type(self, content_type: str | None) -> bool:
         if self.media_type == JSON_MEDIA_TYPE:

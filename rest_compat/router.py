@@ -86,6 +86,17 @@ class RestRoutes(BaseRoute):
                 return candidates, found.groupdict()
         return None
 
+    def operation(self, scope: Scope) -> Operation | None:
+        """The operation that answers this request, if one does (for its body limit)."""
+        path: str = scope["path"]
+        if not path.startswith(self.prefix):
+            return None
+        found = self._find(path[len(self.prefix) :])
+        if found is None:
+            return None
+        handler = found[0].by_method.get(scope["method"])
+        return handler if isinstance(handler, Operation) else None
+
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] != "http":
             return Match.NONE, {}

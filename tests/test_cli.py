@@ -578,3 +578,37 @@ def test_cli_keys_work_end_to_end(workspace: Workspace, server: Server) -> None:
         _assert_auth_error(
             http.get(CONTACTS, headers=_auth(scoped["api_key"])), 403, "insufficient_scope"
         )
+
+
+def test_served_app_bounds_bodies_and_websocket_messages(server: Server) -> None:
+    """Under uvicorn, as deployed: a chunked 4 MiB body to the anonymous WhatsApp callback is
+    answered 413 long before it ends, and a 2 MiB websocket frame closes the socket with 1009
+    (uvicorn's ws_max_size, set by `switchboard serve`)."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    host, port = server.base_url.removeprefix("http://").split(":")
+    chunk = b"%x\r\n" % 65536 + b"\0" * 65536 + b"\r\n"
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            b"POST /webhooks/whatsapp HTTP/1.1\r\nHost: sb\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        try:
+            while sent < 4 * 1024 * 1024:
+                sock.sendall(chunk)
+                sent += 65536
+        except OSError:
+            pass  # the server answered and hung up: the rest is never read
+        status_line = sock.makefile("rb").readline()
+    assert status_line.split()[1] == b"413", status_line
+
+    url = server.base_url.replace("http://", "ws://") + "/graphql"
+    with connect(url, subprotocols=["graphql-transport-ws"], max_size=None) as ws:  # type: ignore[list-item]
+        frame = json.dumps({"type": "connection_init", "payload": {"pad": "x" * (2 * 1024 * 1024)}})
+        ws.send(frame)  # a frame goes out whole; the server judges it on arrival
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009

@@ -43,6 +43,8 @@ SAMPLES: dict[str, Any] = {
     "llm_prices": '{"openai/gpt-4o": [2.5, 10]}',
     "secrets_dir": Path("/run/secrets-of-nothing"),
     "cors_origins": "https://dashboard.example.com,http://localhost:5173",
+    # Doubling it would outlast the default job lease, which start-up refuses.
+    "knowledge_extraction_seconds": 45.0,
 }
 
 

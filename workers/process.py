@@ -71,8 +71,12 @@ from app.kit.collector import tune_for_serving  # noqa: E402
 from app.observability import configure_logging  # noqa: E402
 from workers import metrics  # noqa: E402
 from workers.broker import install_job_engine  # noqa: E402
+from workers.stopping import install_stop_handling  # noqa: E402
 
 configure_logging(settings.log_level)
+# This module is imported by each worker process's main thread, after Dramatiq set its signal
+# handlers: stopping is bounded from here on (workers/stopping.py).
+install_stop_handling(settings.worker_stop_deadline_seconds)
 broker, runtime = install_job_engine(settings)
 tune_for_serving()  # every module this process keeps is loaded by now
 if metrics_error is not None:

@@ -29,7 +29,7 @@ from app.calls.schemas import (
     PhoneNumberAssign,
     call_log_to_public,
 )
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
@@ -345,7 +345,7 @@ async def _snapshot(context: SocketContext, call_log_id: str) -> CallProgress:
 
 async def _progress(
     context: SocketContext,
-    stream: AsyncGenerator[dict[str, Any], None],
+    stream: LiveEvents,
     first: CallProgress,
 ) -> AsyncGenerator[CallProgress, None]:
     """`first`, then the call's events from `stream` (subscribed before `first` was read, so
@@ -409,8 +409,9 @@ class Subscription:
             raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
         subject = context.require_subject()
         # Subscribed first, then the snapshot: a step taken while it is read is not lost.
-        stream = await context.resources.event_stream.open(subject.organization_id)
+        stream = LiveEvents(context, subject)
         try:
+            await stream.subscribed()
             first = await _snapshot(context, id)
         except BaseException as exc:
             await stream.aclose()

@@ -3,7 +3,7 @@ requires `campaigns:manage`; mutations answer typed errors (`errors: [UserError]
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import datetime
 from typing import Any, cast
 
@@ -20,7 +20,7 @@ from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
 from app.contacts.graphql import Contact, as_contact
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, PageInfo, numbered_page
@@ -376,9 +376,7 @@ async def _progress(
     context: SocketContext, subject: Subject, first: reports.ProgressSnapshot
 ) -> AsyncGenerator[CampaignProgress, None]:
     resources = context.resources
-    events: AsyncIterator[dict[str, Any]] = resources.event_stream.subscribe(
-        subject.organization_id
-    )
+    events = LiveEvents(context, subject)
     updates = reports.watch_progress(
         first,
         open_session=lambda: resources.session(writes=False),

@@ -56,9 +56,13 @@ MESSAGE_FAILED = "campaign.message.failed"
 # Every campaign message is also an outbound message: handed to the platform, or not.
 OUTBOUND_SENT = "message.sent"
 OUTBOUND_FAILED = "message.failed"
+# The reason of a recipient whose send was interrupted (reconciled after a crash). Every such
+# recipient in the fault runs (SIGKILL, FLUSHDB, killed connections) had in fact been
+# delivered: the text says so, so nobody re-sends them blindly from the ledger or its CSV.
 UNCONFIRMED_SEND = (
-    "The send was interrupted before the platform's answer was recorded; not resent, to "
-    "avoid a duplicate message"
+    "The send was interrupted before the platform's answer was recorded: the message was most "
+    "likely delivered, so it is not resent. Do not send it again without checking with the "
+    "recipient"
 )
 
 # Moves of the seed's table: the states each trigger is accepted from.

@@ -23,6 +23,7 @@ from strawberry.types import Info
 from app.auth.scopes import Scope
 from app.auth.service import resolve_credential
 from app.auth.subject import Subject
+from app.events.stream import TooManySubscriptions
 from app.graphql.context import Context
 from app.graphql.errors import Unauthenticated
 from app.graphql.permissions import requires
@@ -127,10 +128,50 @@ def wanted_types(types: list[str] | None) -> frozenset[str] | None:
     return frozenset(types)
 
 
+class LiveEvents:
+    """The organization's event stream for one subscription, counted against the
+    organization's open subscriptions in this process: made when the subscription starts (a
+    GraphQL error once the organization has none left), closed with it."""
+
+    def __init__(self, context: SocketContext, subject: Subject) -> None:
+        self._organization_id = subject.organization_id
+        self._quota = context.resources.subscriptions
+        try:
+            self._quota.take(self._organization_id)
+        except TooManySubscriptions as exc:
+            raise GraphQLError(str(exc), extensions={"code": "too_many_subscriptions"}) from None
+        self._events = context.resources.event_stream
+        self._stream: AsyncIterator[dict[str, Any]] = self._events.subscribe(self._organization_id)
+        self._closed = False
+
+    async def subscribed(self) -> LiveEvents:
+        """Subscribe now rather than on the first read: every event published from here on
+        is kept, so a snapshot read after this misses nothing in between."""
+        self._stream = await self._events.open(self._organization_id)
+        return self
+
+    def __aiter__(self) -> LiveEvents:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        return await anext(self._stream)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            # Unsubscribes now rather than whenever the stream is garbage collected.
+            if isinstance(self._stream, AsyncGenerator):
+                await self._stream.aclose()
+        finally:
+            self._quota.release(self._organization_id)
+
+
 async def _relay(
     context: SocketContext, subject: Subject, wanted: frozenset[str] | None
 ) -> AsyncGenerator[Event, None]:
-    stream = context.resources.event_stream.subscribe(subject.organization_id)
+    stream = LiveEvents(context, subject)
     try:
         async for body in stream:
             # A test key sees test-mode events only, a live key live ones, as with webhooks.
@@ -150,9 +191,7 @@ async def _relay(
             extensions={"code": "stream_interrupted"},
         ) from exc
     finally:
-        # Unsubscribes now rather than whenever the stream is garbage collected.
-        if isinstance(stream, AsyncGenerator):
-            await stream.aclose()
+        await stream.aclose()
 
 
 @strawberry.type

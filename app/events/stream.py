@@ -3,21 +3,33 @@
 Workers publish each event once it is committed and fanned out; every API process relays the
 events of the subscriber's organization. Delivery is best effort (a subscriber that falls
 behind by `QUEUE_LIMIT` events loses the oldest ones, and an event published while Redis fails
-is dropped, after the client's timeout); webhooks are the durable channel. Subscribers listen
-on a client without a read timeout (app/kit/redis_clients.py): they may idle for minutes.
+is dropped, after the client's timeout); webhooks are the durable channel.
+
+On Redis an API process holds ONE pub/sub connection, on the listening client (no read
+timeout, app/kit/redis_clients.py: subscribers may idle for minutes), whatever the number of
+subscriptions: the first subscriber of an organization subscribes its channel, the last one
+to leave unsubscribes it, and one reader task hands each message to the subscribers of its
+channel. A tenant's subscriptions therefore cost queues in memory, never connections another
+tenant needs (each organization's count is capped as well: `SubscriptionQuota`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol
 
+import structlog
 from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
 
 from app.kit.jsonutil import loads
+from app.kit.quota import KeyedQuota
 from app.kit.redis_clients import REDIS_FAILURES, OutageReport
+
+logger = structlog.get_logger("switchboard.events")
 
 CHANNEL_PREFIX = "switchboard:events:"
 QUEUE_LIMIT = 1000
@@ -38,6 +50,10 @@ class EventStream(Protocol):
     async def open(self, organization_id: str) -> AsyncGenerator[dict[str, Any], None]:
         """Subscribed on return: every event published from now on is kept for the caller,
         who may read a snapshot first and then iterate (and `aclose()` the iterator)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop listening (the process's resources are closing)."""
         ...
 
 
@@ -82,6 +98,9 @@ class LocalEventStream(_Subscribing):
         for organization_id, body in messages:
             await self.publish(organization_id, body)
 
+    async def aclose(self) -> None:
+        """Nothing to close: the stream is the process's, shared by its API and worker."""
+
     async def _listen(self, organization_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
         entry = (asyncio.get_running_loop(), asyncio.Queue[bytes](maxsize=QUEUE_LIMIT))
         with self._lock:
@@ -105,14 +124,44 @@ def _put_dropping_oldest(queue: asyncio.Queue[bytes], body: bytes) -> None:
     queue.put_nowait(body)
 
 
+class StreamInterrupted(Exception):
+    """The shared pub/sub connection failed: every subscription on it ends."""
+
+
+class _Inbox:
+    """One subscription's queue: event bodies, or the failure that ended the stream."""
+
+    def __init__(self) -> None:
+        self.queue = asyncio.Queue[bytes | BaseException](maxsize=QUEUE_LIMIT)
+
+    def put(self, item: bytes | BaseException) -> None:
+        if isinstance(item, BaseException):
+            while not self.queue.empty():  # a failure is never dropped, it jumps the queue
+                self.queue.get_nowait()
+        _put_dropping_oldest(self.queue, item)  # type: ignore[arg-type]
+
+    async def get(self) -> bytes:
+        item = await self.queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+
 class RedisEventStream(_Subscribing):
     """Across processes and machines: one channel per organization. Publishes on `redis` (its
-    commands time out), listens on `listener` (no read timeout; `redis` when not given)."""
+    commands time out); listens on `listener` (no read timeout; `redis` when not given) through
+    one pub/sub connection for every subscription of the process."""
 
     def __init__(self, redis: Redis, listener: Redis | None = None) -> None:
         self._redis = redis
         self._listener = listener or redis
         self._publish_failures = OutageReport("event_publish")
+        # Channel -> its subscribers' inboxes; the pub/sub connection is subscribed to exactly
+        # these channels (changed under `_lock`, so SUBSCRIBE and UNSUBSCRIBE never interleave).
+        self._channels: dict[bytes, set[_Inbox]] = {}
+        self._lock = asyncio.Lock()
+        self._pubsub: PubSub | None = None
+        self._reader: asyncio.Task[None] | None = None
 
     async def publish(self, organization_id: str, body: bytes) -> None:
         """Best effort: while Redis fails, the live copy of the event is dropped."""
@@ -132,16 +181,119 @@ class RedisEventStream(_Subscribing):
             await pipe.execute()
 
     async def _listen(self, organization_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
-        pubsub = self._listener.pubsub()
-        await pubsub.subscribe(CHANNEL_PREFIX + organization_id)
+        channel = (CHANNEL_PREFIX + organization_id).encode()
+        inbox = _Inbox()
+        await self._join(channel, inbox)
         try:
             yield None
-            async for message in pubsub.listen():
-                if message.get("type") == "message":
-                    yield loads(message["data"])
+            while True:
+                yield loads(await inbox.get())
         finally:
-            await pubsub.unsubscribe()
-            await pubsub.aclose()  # type: ignore[no-untyped-call]
+            await self._leave(channel, inbox)
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(inboxes) for inboxes in self._channels.values())
+
+    async def _join(self, channel: bytes, inbox: _Inbox) -> None:
+        async with self._lock:
+            inboxes = self._channels.get(channel)
+            if inboxes is None:
+                pubsub = self._pubsub
+                if pubsub is None:
+                    pubsub = self._pubsub = self._listener.pubsub()
+                try:
+                    await pubsub.subscribe(channel)
+                except BaseException:
+                    if not self._channels:  # nothing else uses it: start afresh next time
+                        await self._close_pubsub()
+                    raise
+                inboxes = self._channels[channel] = set()
+                if self._reader is None or self._reader.done():
+                    self._reader = asyncio.create_task(self._read(pubsub))
+            inboxes.add(inbox)
+
+    async def _leave(self, channel: bytes, inbox: _Inbox) -> None:
+        async with self._lock:
+            inboxes = self._channels.get(channel)
+            if inboxes is None or inbox not in inboxes:
+                return  # the connection failed and forgot it already
+            inboxes.discard(inbox)
+            if inboxes or self._pubsub is None:
+                return
+            del self._channels[channel]
+            with contextlib.suppress(*REDIS_FAILURES):  # the reader notices a dead connection
+                await self._pubsub.unsubscribe(channel)
+
+    async def _read(self, pubsub: PubSub) -> None:
+        """Hands every message to the subscribers of its channel, until the connection fails."""
+        try:
+            while True:
+                message = await pubsub.get_message(timeout=None)
+                if message is None or message["type"] != "message":
+                    continue  # (un)subscribe confirmations
+                for inbox in self._channels.get(message["channel"], ()):
+                    inbox.put(message["data"])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("event stream connection failed", error=repr(exc))
+            async with self._lock:
+                if self._pubsub is pubsub:
+                    failed, self._channels = self._channels, {}
+                    interrupted = StreamInterrupted("the event stream's connection failed")
+                    interrupted.__cause__ = exc
+                    for inboxes in failed.values():
+                        for inbox in inboxes:
+                            inbox.put(interrupted)
+                    self._reader = None
+                    await self._close_pubsub()
+
+    async def _close_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(*REDIS_FAILURES):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def aclose(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+        async with self._lock:
+            self._channels = {}
+            await self._close_pubsub()
+
+
+class TooManySubscriptions(Exception):
+    """The organization holds as many open subscriptions in this process as it may."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"The organization has {limit} open subscriptions on this server, the most it may; "
+            "close one first"
+        )
+        self.limit = limit
+
+
+class SubscriptionQuota:
+    """Open subscriptions per organization in one process, at most `per_organization` each,
+    so one tenant's sockets can never take what another's subscriptions need."""
+
+    def __init__(self, per_organization: int) -> None:
+        self.per_organization = per_organization
+        self._open = KeyedQuota(per_organization)
+
+    def open_count(self, organization_id: str) -> int:
+        return self._open.held_by(organization_id)
+
+    def take(self, organization_id: str) -> None:
+        """One more open subscription, or TooManySubscriptions; `release` gives it back."""
+        if not self._open.take(organization_id):
+            raise TooManySubscriptions(self.per_organization)
+
+    def release(self, organization_id: str) -> None:
+        self._open.release(organization_id)
 
 
 # The embedded mode's stream: shared by the API and the in-process worker of one process.

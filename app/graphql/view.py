@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -40,12 +40,19 @@ from app.auth.gate import (
     record_key_use,
 )
 from app.auth.subject import Subject
+from app.config import Settings
 from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
 from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
 from app.graphql.schema import OPERATION_CACHE, build_schema
-from app.kit.body import BodyTooLarge, read_body, replaying
+from app.kit.body import (
+    WEBSOCKET_MAX_MESSAGE_BYTES,
+    BodyLimit,
+    BodyTooLarge,
+    read_body,
+    replaying,
+)
 from app.kit.errors import DomainError
 from app.kit.http_errors import ErrorStyle, error_response, internal_error_response
 from app.kit.jsonutil import dumps
@@ -57,6 +64,8 @@ logger = structlog.get_logger("switchboard.graphql")
 
 # Unauthenticated sockets are not kept waiting for long.
 CONNECTION_INIT_TIMEOUT = timedelta(seconds=10)
+# A websocket message over WEBSOCKET_MAX_MESSAGE_BYTES closes the socket with this code.
+MESSAGE_TOO_BIG = 1009
 # Each subscription holds a Redis pub/sub connection where Redis is configured.
 MAX_SUBSCRIPTIONS_PER_CONNECTION = 10
 NOT_A_SUBSCRIPTION = (
@@ -76,6 +85,44 @@ class _TextFrames(ASGIWebSocketAdapter):
             await self.ws.send_text(orjson.dumps(message).decode())
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
+
+
+class _BoundedMessages:
+    """A websocket whose messages over WEBSOCKET_MAX_MESSAGE_BYTES close it (1009) unread,
+    whatever server runs the app (uvicorn stops them earlier, at its `ws_max_size`)."""
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send = send
+        self.closed = False
+
+    async def receive(self) -> Message:
+        if self.closed:
+            return {"type": "websocket.disconnect", "code": MESSAGE_TOO_BIG}
+        message = await self._receive()
+        if message["type"] == "websocket.receive" and _too_big(message):
+            self.closed = True
+            await self._send(
+                {"type": "websocket.close", "code": MESSAGE_TOO_BIG, "reason": "Message too big"}
+            )
+            return {"type": "websocket.disconnect", "code": MESSAGE_TOO_BIG}
+        return message
+
+    async def send(self, message: Message) -> None:
+        if not self.closed:  # after the 1009, the protocol's own goodbye goes nowhere
+            await self._send(message)
+
+
+def _too_big(message: Message) -> bool:
+    text: str | None = message.get("text")
+    if text is not None:
+        # A character is 1 to 4 bytes in UTF-8: encode only when the length cannot tell.
+        if len(text) > WEBSOCKET_MAX_MESSAGE_BYTES:
+            return True
+        return len(text) * 4 > WEBSOCKET_MAX_MESSAGE_BYTES and (
+            len(text.encode("utf-8", "surrogatepass")) > WEBSOCKET_MAX_MESSAGE_BYTES
+        )
+    return len(message.get("bytes") or b"") > WEBSOCKET_MAX_MESSAGE_BYTES
 
 
 class _SubscriptionsOnly(BaseGraphQLTransportWSHandler[Context, None]):
@@ -282,11 +329,7 @@ class GraphQLEndpoint:
             except ClientDisconnect:
                 return  # the caller left before sending its body: nobody to answer
             except BodyTooLarge as exc:
-                error = {"message": exc.message, "extensions": {"code": exc.code}}
-                too_large = Response(
-                    dumps({"errors": [error]}), exc.status, media_type="application/json"
-                )
-                await too_large(scope, receive, send)
+                await body_too_large_response(exc.limit)(scope, receive, send)
                 return
             try:
                 payload = _json_payload(headers, body)
@@ -315,8 +358,9 @@ class GraphQLEndpoint:
     async def _serve_websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Strawberry runs the protocol; `StrawberryView.on_ws_connect` checks the caller."""
         scope[_STATE_KEY] = {"resources": scope["app"].state.resources}
+        bounded = _BoundedMessages(receive, send)
         try:
-            await self.view(scope, receive, send)
+            await self.view(scope, bounded.receive, bounded.send)
         except _GatewayFailure:
             # The graphql-transport-ws code for a server error; the details are logged.
             await send({"type": "websocket.close", "code": 4500, "reason": "Internal server error"})
@@ -377,6 +421,19 @@ MAX_BODY_DEPTH = 128
 
 class _BadRequest(Exception):
     """The request body is not a GraphQL request: HTTP 400 in the GraphQL error shape."""
+
+
+def body_too_large_response(limit: int) -> Response:
+    """docs/api.md: a body over the limit is a GraphQL error list with code body_too_large."""
+    exc = BodyTooLarge(limit)
+    error = {"message": exc.message, "extensions": {"code": exc.code}}
+    return Response(dumps({"errors": [error]}), exc.status, media_type="application/json")
+
+
+def body_limit(settings: Settings) -> BodyLimit:
+    """What the app's body limit (app/kit/body.py) allows POST /graphql, and its 413."""
+    limit = settings.max_body_bytes
+    return BodyLimit(limit, lambda: body_too_large_response(limit))
 
 
 def bad_request_response(message: str, status_code: int = 400) -> Response:

@@ -1,19 +1,36 @@
-"""Request bodies, read with a size limit while they stream in, for REST and /graphql alike.
+"""Request bodies, bounded while they stream in, on every route.
 
-Starlette's `request.body()` reads a body whole, whatever its size. Here the bytes are counted
-as each `http.request` message arrives and reading stops at the limit, so a 10 MB body costs
-at most limit bytes of memory; a `Content-Length` over the limit is refused before reading.
+Starlette's `request.body()` reads a body whole, whatever its size. Two layers stop that:
+
+- `BodyLimitMiddleware` (pure ASGI, around every route) knows each route's limit
+  (`BodyLimit`): a `Content-Length` over it is answered 413 before the route runs, and a
+  chunked body is counted as each `http.request` message arrives: the message that passes the
+  limit is never handed on, the 413 goes out at once and the route sees the client gone. So a
+  route that reads its body whole (a platform callback) never holds more than its limit,
+  whatever it does.
+- `read_body` gives REST and /graphql the body within their limit, with the same counting, so
+  they also hold without the middleware (an app built from the routes alone).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
-from starlette.types import Message, Receive
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.kit.errors import DomainError
 
 JSON_MEDIA_TYPE = "application/json"
+# Platform callbacks (WhatsApp, the carrier): their bodies are small; a bigger one is not from
+# the platform.
+PLATFORM_CALLBACK_MAX_BYTES = 1024 * 1024
+# The largest websocket message read (GraphQL subscriptions): a bigger one closes the socket
+# (1009) unparsed. `switchboard serve` gives it to uvicorn, app/graphql/view.py enforces it.
+WEBSOCKET_MAX_MESSAGE_BYTES = 1024 * 1024
 
 
 class BodyTooLarge(DomainError):
@@ -31,6 +48,99 @@ class UnsupportedMediaType(DomainError):
 
     def __init__(self, expected: str = JSON_MEDIA_TYPE) -> None:
         super().__init__(f"Content-Type must be {expected}")
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimit:
+    """The most bytes a route reads from a request body, and its answer beyond (a 413 in the
+    route's own error shape)."""
+
+    max_bytes: int
+    refusal: Callable[[], Response]
+
+
+class BodyLimitMiddleware:
+    """Bounds every request body to its route's limit before anything reads it."""
+
+    def __init__(self, app: ASGIApp, limit_for: Callable[[Scope], BodyLimit]) -> None:
+        self.app = app
+        self.limit_for = limit_for
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared, chunked = _framing(scope["headers"])
+        if declared is None and not chunked:
+            await self.app(scope, receive, send)  # no body (HTTP/1.1 framing): nothing to bound
+            return
+        limit = self.limit_for(scope)
+        if declared is not None and declared > limit.max_bytes:
+            await _refuse(limit, scope, receive, send)
+            return
+        bounded = _BoundedBody(limit, scope, receive, send)
+        try:
+            await self.app(scope, bounded.receive, bounded.send)
+        except Exception:
+            if not bounded.refused:
+                raise
+            # The route failed on the body it never got whole (ClientDisconnect, mostly):
+            # the 413 is its answer.
+
+
+def _framing(raw_headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
+    """The announced Content-Length (None: none, or not a number) and whether the body is
+    chunked."""
+    declared: int | None = None
+    chunked = False
+    for name, value in raw_headers:
+        if name == b"content-length":
+            declared = int(value) if value.isdigit() else None
+        elif name == b"transfer-encoding":
+            chunked = True
+    return declared, chunked
+
+
+async def _refuse(limit: BodyLimit, scope: Scope, receive: Receive, send: Send) -> None:
+    response = limit.refusal()
+    # The rest of the body is never read: the connection cannot carry another request.
+    response.headers["Connection"] = "close"
+    await response(scope, receive, send)
+
+
+class _BoundedBody:
+    """The route's view of the body: at most the limit, then a disconnect (the 413 is sent
+    the moment the limit is passed, unless the route had already begun its answer)."""
+
+    def __init__(self, limit: BodyLimit, scope: Scope, receive: Receive, send: Send) -> None:
+        self._limit = limit
+        self._scope = scope
+        self._receive = receive
+        self._send = send
+        self._received = 0
+        self._started = False
+        self.refused = False
+
+    async def receive(self) -> Message:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self._received += len(message.get("body", b""))
+            if self._received > self._limit.max_bytes:
+                self.refused = True
+                if not self._started:
+                    self._started = True
+                    await _refuse(self._limit, self._scope, self._receive, self._send)
+                return {"type": "http.disconnect"}
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return  # the route's answer to a body it never got whole: the 413 went instead
+        if message["type"] == "http.response.start":
+            self._started = True
+        await self._send(message)
 
 
 def _declared_length(headers: Headers) -> int | None:

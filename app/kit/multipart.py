@@ -25,6 +25,10 @@ from app.kit.errors import DomainError, InvalidInput, RequestValidationFailed
 
 # Room for the multipart framing and small extra fields around the file's own bytes.
 FRAMING_ALLOWANCE = 64 * 1024
+# The longest header line of a part (python-multipart's default is 4 KiB): a file name of
+# thousands of characters, percent-encoded in `filename*`, still arrives, to be shortened by
+# the caller; a longer line is refused by name.
+MAX_PART_HEADER_BYTES = FRAMING_ALLOWANCE
 MAX_PARTS = 16
 SPOOL_IN_MEMORY_BYTES = 1024 * 1024
 _FILENAME_STAR = re.compile(rb"filename\*\s*=\s*(?:UTF-8|utf-8)''([^;\s]+)")
@@ -37,6 +41,11 @@ class UploadTooLarge(DomainError):
     def __init__(self, limit: int) -> None:
         super().__init__(f"The file is larger than the upload limit of {_readable(limit)}")
         self.limit = limit
+
+
+def upload_body_limit(max_bytes: int) -> int:
+    """The largest body that can carry a file of `max_bytes`: the file plus the framing."""
+    return max_bytes + FRAMING_ALLOWANCE
 
 
 def _readable(size: int) -> str:
@@ -177,7 +186,7 @@ async def receive_file(
     boundary = _boundary(content_type)
     if boundary is None:
         raise _missing_file(field_name)
-    body_limit = max_bytes + FRAMING_ALLOWANCE
+    body_limit = upload_body_limit(max_bytes)
     if content_length is not None and content_length.isdigit() and int(content_length) > body_limit:
         raise UploadTooLarge(max_bytes)
     reader = _Reader(field_name, max_bytes, inspect)
@@ -190,7 +199,11 @@ async def receive_file(
         "on_header_end": lambda: reader.events.append(("header_end", b"")),
         "on_headers_finished": lambda: reader.events.append(("headers_finished", b"")),
     }
-    parser = MultipartParser(boundary, callbacks)  # type: ignore[arg-type]
+    parser = MultipartParser(
+        boundary,
+        callbacks,  # type: ignore[arg-type]
+        max_header_size=MAX_PART_HEADER_BYTES,
+    )
     received = 0
     try:
         async for chunk in chunks:
@@ -203,6 +216,10 @@ async def receive_file(
         reader.handle()
     except MultipartParseError as exc:
         _discard(reader)
+        if "header size" in str(exc):
+            raise InvalidInput(
+                f"A part's header line is longer than {MAX_PART_HEADER_BYTES // 1024} KiB"
+            ) from exc
         raise InvalidInput("The multipart body is malformed") from exc
     except BaseException:
         _discard(reader)

@@ -58,6 +58,14 @@ HTTP_URL_PATTERN = (
 )
 
 
+def json_integer(value: Any) -> Any:
+    """JSON Schema's integer, as a BeforeValidator: 425 and 425.0, never "425" or true
+    (pydantic's lax mode takes both, its strict mode refuses 425.0)."""
+    if isinstance(value, bool | str | bytes):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
 def not_blank(value: str) -> str:
     """At least one character that is not white space; returned without the white space
     around it. (Length limits apply to the text as sent, so the document can state them.)"""

@@ -178,9 +178,16 @@ def extract_txt(path: Path, limits: ExtractionLimits) -> list[PageText]:
 EXTRACTORS = {"pdf": extract_pdf, "docx": extract_docx, "txt": extract_txt}
 
 
+# The child yields the CPU to the server and the other jobs of its machine: a hostile document
+# may burn its whole time limit.
+CHILD_NICENESS = 10
+
+
 def _limit_self(limits: ExtractionLimits) -> None:
+    import os
     import resource
 
+    os.nice(CHILD_NICENESS)
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     cpu = max(1, int(limits.seconds) + 1)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))

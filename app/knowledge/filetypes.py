@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import struct
 import unicodedata
 import zipfile
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ PDF_HEADER_WINDOW = 1024
 DOCX_MAIN_PART = "word/document.xml"
 _UNSAFE_KEY_CHARACTERS = re.compile(r"[^A-Za-z0-9._-]+")
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class DocumentType(StrEnum):
@@ -50,11 +52,21 @@ class UnsupportedFile(InvalidInput):
         super().__init__(message, field="file")
 
 
+def _visible(name: str) -> str:
+    """Without control characters, nor the invisible ones that change how a name reads: bidi
+    overrides and isolates (`invoice\u202efdp.txt` shows as "invoicetxt.pdf"), zero-width
+    spaces and joiners, line and paragraph separators (Unicode categories Cc, Cf, Zl, Zp)."""
+    name = _CONTROL_CHARACTERS.sub("", name)
+    if name.isascii():
+        return name
+    return "".join(ch for ch in name if unicodedata.category(ch) not in _INVISIBLE_CATEGORIES)
+
+
 def display_name(raw: str) -> str:
-    """The caller's file name as we keep and show it: no folders, no control characters,
-    NFC-normalised, at most 255 characters (the extension kept)."""
+    """The caller's file name as we keep and show it: no folders, no control or invisible
+    formatting characters, NFC-normalised, at most 255 characters (the extension kept)."""
     name = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    name = _CONTROL_CHARACTERS.sub("", unicodedata.normalize("NFC", name)).strip().strip(".")
+    name = _visible(unicodedata.normalize("NFC", name)).strip().strip(".")
     if len(name) > MAX_FILE_NAME_LENGTH:
         stem, dot, extension = name.rpartition(".")
         keep = MAX_FILE_NAME_LENGTH - len(extension) - 1
@@ -93,12 +105,60 @@ class ZipLimits:
     max_uncompressed_bytes: int
 
 
+# End of central directory: its signature and fixed size (APPNOTE 4.3.16), the comment after
+# it (at most 65,535 bytes), and the ZIP64 locator that may precede it (4.3.15, 20 bytes).
+_EOCD = struct.Struct("<4sHHHHIIH")
+_EOCD_SIGNATURE = b"PK\x05\x06"
+_ZIP64_LOCATOR = struct.Struct("<4sIQI")
+_ZIP64_LOCATOR_SIGNATURE = b"PK\x06\x07"
+_ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
+_ZIP64_EOCD_SIGNATURE = b"PK\x06\x06"
+_MAX_COMMENT = 0xFFFF
+
+
+def declared_zip_entries(source: IO[bytes]) -> int | None:
+    """How many entries the archive's end-of-central-directory record declares (ZIP64's when
+    there is one), read from the last 64 KiB alone; None when there is no such record.
+
+    Parsing the central directory costs time and memory per entry (a 23 MiB file can list
+    half a million): this number is judged first, the directory only parsed when it passes.
+    """
+    size = source.seek(0, 2)
+    window = min(size, _EOCD.size + _MAX_COMMENT + _ZIP64_LOCATOR.size)
+    source.seek(size - window)
+    tail = source.read(window)
+    # The last signature wins, as `zipfile` reads it (a comment may hold the bytes too).
+    at = tail.rfind(_EOCD_SIGNATURE, 0, len(tail) - _EOCD.size + 4)
+    if at < 0:
+        return None
+    record = _EOCD.unpack_from(tail, at)
+    entries: int = max(record[3], record[4])
+    locator_at = at - _ZIP64_LOCATOR.size
+    if locator_at >= 0 and tail[locator_at : locator_at + 4] == _ZIP64_LOCATOR_SIGNATURE:
+        zip64_offset = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2]
+        if zip64_offset + _ZIP64_EOCD.size <= size:
+            source.seek(zip64_offset)
+            raw = source.read(_ZIP64_EOCD.size)
+            if raw[:4] == _ZIP64_EOCD_SIGNATURE:  # it holds the counts the classic one cannot
+                zip64 = _ZIP64_EOCD.unpack(raw)
+                entries = max(zip64[6], zip64[7])
+    return entries
+
+
 def check_docx_container(source: IO[bytes], limits: ZipLimits) -> None:
     """A zip holding `word/document.xml`, within the entry and expanded-size limits.
 
-    The sizes are the ones the archive declares; `zipfile` never inflates an entry past its
-    declared size, so the extraction is bounded by the same numbers.
+    The entry count the archive declares is judged before its directory is parsed; the sizes
+    are the ones it declares, and `zipfile` never inflates an entry past its declared size, so
+    the extraction is bounded by the same numbers. CPU-bound on a large directory: callers on
+    an event loop run it in a thread.
     """
+    declared = declared_zip_entries(source)
+    if declared is not None and declared > limits.max_entries:
+        raise InvalidInput(
+            f"The DOCX archive holds more than {limits.max_entries} entries", field="file"
+        )
+    source.seek(0)
     try:
         with zipfile.ZipFile(source) as archive:
             entries = archive.infolist()

@@ -92,6 +92,7 @@ OPERATIONS = (
         response_model=KnowledgeDocumentResponse,
         errors=(400, 413, 422),
         streams_body=True,
+        upload_limit=service.upload_limit,
     ),
     Operation(
         "GET",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+from app.kit.validation import json_integer
 
 MAX_QUERY_LENGTH = 1000
 DEFAULT_TOP_K = 5
@@ -19,7 +21,10 @@ class KnowledgeSearch(BaseModel):
     query: Annotated[
         str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_LENGTH)
     ]
-    top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
+    # Strict, as every number of the API: "5" is refused, not read as 5.
+    top_k: Annotated[int, BeforeValidator(json_integer)] = Field(
+        default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K
+    )
 
 
 class KnowledgeDocumentResponse(BaseModel):

@@ -15,6 +15,7 @@ transaction, so the object goes only once the row is gone, and always goes after
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -24,6 +25,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.config import Settings
 from app.events.service import emit
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -47,6 +49,7 @@ from app.knowledge.repository import ChunkRow, KnowledgeRepository, query_terms
 from app.knowledge.runtime import KnowledgeRuntime
 from app.knowledge.schemas import KnowledgeSearch, document_to_public
 from app.knowledge.storage import ObjectMissing, StoredObject
+from app.organizations.repository import lock_organization
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.knowledge")
@@ -65,6 +68,11 @@ MIN_CANDIDATES = 50
 
 
 # --- upload --------------------------------------------------------------------------------
+
+
+def upload_limit(settings: Settings) -> int:
+    """The largest file an upload takes (413 beyond)."""
+    return settings.knowledge_max_upload_bytes
 
 
 def _inspector(file_name: str) -> PartInspector:
@@ -87,19 +95,16 @@ async def upload_document(
     )
     if not decision.allowed:
         raise RateLimited(decision.retry_after)
+    # Early, so a full organization's upload is refused before it streams; the count that
+    # decides is taken again with the document's insert (`_store`).
     async with resources.session(writes=False) as session:
-        count = await KnowledgeRepository(session, organization_id).count()
-    if count >= settings.knowledge_max_documents:
-        raise InvalidInput(
-            f"An organization can hold at most {settings.knowledge_max_documents} documents; "
-            "delete some before uploading more"
-        )
+        await _check_room(KnowledgeRepository(session, organization_id), settings)
     received = await receive_file(
         body,
         content_type,
         content_length,
         field_name=FILE_FIELD,
-        max_bytes=settings.knowledge_max_upload_bytes,
+        max_bytes=upload_limit(settings),
         inspect=_inspector,
     )
     try:
@@ -114,7 +119,8 @@ async def _store(
     file_name = display_name(received.filename)
     document_type = claimed_type(file_name)
     if document_type is DocumentType.DOCX:
-        check_docx_container(received.file, runtime.zip_limits)
+        # Off the loop: a directory of a thousand entries still takes a while to parse.
+        await asyncio.to_thread(check_docx_container, received.file, runtime.zip_limits)
         received.file.seek(0)
     organization_id = subject.organization_id
     document_id = new_id()
@@ -125,6 +131,10 @@ async def _store(
     await runtime.store.put(key, received.file, document_type.content_type)
     try:
         async with resources.session(writes=True) as session:
+            # Counted and inserted under the organization's lock: concurrent uploads cannot
+            # all see room for one more.
+            await lock_organization(session, organization_id)
+            await _check_room(KnowledgeRepository(session, organization_id), resources.settings)
             document = KnowledgeDocument(
                 id=document_id,
                 organization_id=organization_id,
@@ -147,6 +157,14 @@ async def _store(
             await runtime.store.delete(key)
         raise
     return document
+
+
+async def _check_room(repository: KnowledgeRepository, settings: Settings) -> None:
+    if await repository.count() >= settings.knowledge_max_documents:
+        raise InvalidInput(
+            f"An organization can hold at most {settings.knowledge_max_documents} documents; "
+            "delete some before uploading more"
+        )
 
 
 def _collect_later(session: AsyncSession, organization_id: str, key: str) -> None:
@@ -323,7 +341,10 @@ async def _build_index(
     settings_limits = runtime.extraction
     async with runtime.store.local_copy(storage_key) as path:
         pages = await extract_document(path, document_type, settings_limits)
-    chunks = chunk_pages(pages, runtime.chunk_tokens, runtime.chunk_overlap)
+    # CPU work on millions of characters: off the event loop other jobs share.
+    chunks = await asyncio.to_thread(
+        chunk_pages, pages, runtime.chunk_tokens, runtime.chunk_overlap
+    )
     if not chunks:
         raise ExtractionFailed("The document contains no extractable text")
     page_count = len(pages) if document_type == DocumentType.PDF else None

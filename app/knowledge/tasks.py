@@ -2,30 +2,54 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import Settings
+from app.kit.clock import utcnow
 from app.kit.jobs import JobContext, Task
 from app.knowledge import service
+from app.knowledge.fairness import ExtractionSlots
 from app.knowledge.runtime import knowledge_runtime
+
+EXTRACTIONS_DEFERRED = Counter(
+    "switchboard_knowledge_extractions_deferred_total",
+    "Indexing runs deferred without extracting (the process's slots, or the organization's "
+    "share of them, taken)",
+)
+
+
+def open_extraction_slots(settings: Settings) -> ExtractionSlots:
+    return ExtractionSlots(
+        settings.knowledge_extraction_concurrency,
+        settings.knowledge_extraction_per_organization,
+    )
 
 
 async def index_document(job: JobContext) -> datetime | None:
     organization_id, document_id, generation = job.args
     resources = job.runtime.resources
+    slots = job.runtime.shared(open_extraction_slots)
+    if not slots.take(organization_id):
+        EXTRACTIONS_DEFERRED.inc()
+        return utcnow() + timedelta(seconds=slots.defer_seconds())  # a clean reschedule
 
     async def settle(session: AsyncSession) -> None:
         await job.settle(session, None)
 
-    await service.index_document(
-        resources,
-        knowledge_runtime(resources.settings),
-        organization_id,
-        document_id,
-        int(generation),
-        settle,
-    )
+    try:
+        await service.index_document(
+            resources,
+            knowledge_runtime(resources.settings),
+            organization_id,
+            document_id,
+            int(generation),
+            settle,
+        )
+    finally:
+        slots.release(organization_id)
     return None
 
 
@@ -38,8 +62,9 @@ async def collect_object(job: JobContext) -> datetime | None:
     return None
 
 
-# Extraction runs in a child process the job waits for: it holds a worker thread, not the loop.
 TASKS = (
-    Task(service.INDEX_ACTOR, service.KNOWLEDGE_QUEUE, index_document),
+    # Detached: extraction runs in a child process the job waits for on the worker's loop, so
+    # a slow document never holds a worker thread; ExtractionSlots bound the children.
+    Task(service.INDEX_ACTOR, service.KNOWLEDGE_QUEUE, index_document, detached=True),
     Task(service.COLLECT_ACTOR, service.KNOWLEDGE_QUEUE, collect_object),
 )

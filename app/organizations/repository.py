@@ -12,6 +12,20 @@ async def get_organization(session: AsyncSession, organization_id: str) -> Organ
     return await session.get(Organization, organization_id)
 
 
+async def lock_organization(session: AsyncSession, organization_id: str) -> None:
+    """Serialises, until the transaction ends, the writers of one organization that check a
+    count before they add (a per-organization limit): the second waits for the first to
+    commit, then counts again. PostgreSQL: `FOR NO KEY UPDATE` on the organization's row,
+    which rows referencing it do not wait for. SQLite's writers hold the database's write
+    lock from their first statement (BEGIN IMMEDIATE) already."""
+    if session.get_bind().dialect.name == "postgresql":
+        await session.execute(
+            select(Organization.id)
+            .where(Organization.id == organization_id)
+            .with_for_update(key_share=True)
+        )
+
+
 async def find_user_by_email(session: AsyncSession, email: str) -> User | None:
     result = await session.execute(select(User).where(User.email == email.lower()))
     return result.scalar_one_or_none()

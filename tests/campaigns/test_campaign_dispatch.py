@@ -5,6 +5,8 @@ batches, the schedule kept in the database, and the campaign events."""
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -301,3 +303,12 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
     rows = await ledger(sessionmaker, campaign["id"])
     assert rows["+14155550101"].platform_message_id is None
     assert rows["+14155550101"].error == service.UNCONFIRMED_SEND
+    # Where operators read the ledger, the reason says the message most likely arrived (in
+    # every fault run all such sends had been delivered): never re-send them blindly.
+    export = await client.get(
+        f"/api/v1/campaigns/{campaign['id']}/recipients.csv", headers=acme.headers
+    )
+    [bob] = [row for row in csv.DictReader(io.StringIO(export.text)) if row["name"] == "Bob"]
+    assert (bob["status"], bob["error"]) == ("failed", service.UNCONFIRMED_SEND)
+    assert "most likely delivered" in bob["error"]
+    assert "Do not send it again without checking" in bob["error"]

@@ -100,6 +100,8 @@ async def stack(
 def worker_settings() -> dict[str, object]:
     return {
         "SWITCHBOARD_JOB_LEASE_SECONDS": LEASE_SECONDS,
+        # The lease must outlast a document's extraction too (no document is indexed here).
+        "SWITCHBOARD_KNOWLEDGE_EXTRACTION_SECONDS": LEASE_SECONDS - 3,
         "SWITCHBOARD_CAMPAIGN_CLAIM_STALE_SECONDS": CLAIM_STALE_SECONDS,
     }
 

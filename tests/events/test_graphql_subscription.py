@@ -32,12 +32,13 @@ from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.applications import Starlette
 
+from app import resources as resources_module
 from app.auth.service import revoke_api_key
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.events import graphql as graphql_events
 from app.events.models import Event
-from app.events.stream import EventStream
+from app.events.stream import EventStream, SubscriptionQuota
 from app.graphql import view as graphql_view
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -160,6 +161,17 @@ class Socket:
             event: dict[str, Any] = message["payload"]["data"]["events"]
             if not event["id"].startswith(PROBE_PREFIX):
                 return event
+
+    async def next_event_of_any(self) -> tuple[str, dict[str, Any]]:
+        """The next event of any operation of the socket (its id and the event), probes
+        skipped."""
+        while True:
+            message = await self.receive()
+            assert message["type"] == "next", message
+            assert "errors" not in message["payload"], message
+            event: dict[str, Any] = message["payload"]["data"]["events"]
+            if not event["id"].startswith(PROBE_PREFIX):
+                return message["id"], event
 
     async def nothing_before_barrier(
         self, tenant: Tenant, *, livemode: bool = False, type: str = "lead.created"
@@ -575,6 +587,9 @@ class BrokenStream:
         raise ConnectionError("redis://internal-host:6379 went away")
         yield {}  # a generator, like the real streams
 
+    async def aclose(self) -> None:
+        pass
+
 
 async def test_a_broken_stream_ends_the_subscription_without_details(harness: Harness) -> None:
     acme = await harness.tenants.organization()
@@ -606,3 +621,115 @@ async def test_a_socket_context_holds_no_session_open(resources: Resources, acme
         assert (await first.get(User, user.id)) is not None  # the unit of work was committed
     assert not first.in_transaction()
     assert not context.session.in_transaction()
+
+
+# --- one tenant's subscriptions never stop another's ------------------------------------------
+
+
+async def _ready_all(socket: Socket, tenant: Tenant, ops: list[str]) -> None:
+    """Probes until every operation of the socket relayed one (they start asynchronously)."""
+    waiting = set(ops)
+    deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
+    while waiting:
+        assert asyncio.get_running_loop().time() < deadline, f"never started: {waiting}"
+        await socket.publish(tenant, f"{PROBE_PREFIX}{uuid.uuid4().hex}")
+        try:
+            while True:
+                message = await socket.receive(wait=0.1)
+                assert message["type"] == "next", message
+                waiting.discard(message["id"])
+        except TimeoutError:
+            pass
+
+
+async def _drain(socket: Socket) -> None:
+    """Reads whatever probes are still on their way."""
+    try:
+        while True:
+            await socket.receive(wait=0.2)
+    except TimeoutError:
+        pass
+
+
+@pytest.fixture
+def small_listening_pool(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The API's pub/sub client with a pool of 4 connections (100 by default): the issue's
+    10 sockets x 10 subscriptions, scaled down to 2 x 4."""
+    size = 4
+    build = resources_module.listening_client
+
+    def small(settings: Settings) -> Redis | None:
+        client = build(settings)
+        if client is not None:
+            client.connection_pool.max_connections = size
+        return client
+
+    monkeypatch.setattr(resources_module, "listening_client", small)
+    return size
+
+
+@pytest.mark.parametrize("harness", ["redis"], indirect=True)
+async def test_one_organizations_subscriptions_never_stop_anothers(
+    small_listening_pool: int, harness: Harness
+) -> None:
+    org_a = await harness.tenants.organization("Org A")
+    org_b = await harness.tenants.organization("Org B")
+    ops = [str(op) for op in range(1, small_listening_pool + 1)]
+    async with harness.socket() as first, harness.socket() as second:
+        for socket in (first, second):
+            assert await socket.init(_bearer(org_a)) == {"type": "connection_ack"}
+            for op in ops:
+                await socket.subscribe(op=op)
+            await _ready_all(socket, org_a, ops)
+        async with harness.subscribed(org_b) as theirs:
+            contact = await harness.create_contact(org_b)
+            assert (await theirs.next_event())["data"] == contact
+        await _drain(first)
+        await _drain(second)
+        # Org A's eight subscriptions still run, over the one connection too.
+        contact_a = await harness.create_contact(org_a, phone_number="+14155550109")
+        for socket in (first, second):
+            seen = {}
+            while len(seen) < len(ops):
+                event = await socket.next_event_of_any()
+                seen[event[0]] = event[1]
+            assert {event["data"]["id"] for event in seen.values()} == {contact_a["id"]}
+
+
+@both_streams
+async def test_an_organization_at_its_subscription_cap_is_refused_alone(harness: Harness) -> None:
+    harness.resources.subscriptions = SubscriptionQuota(2)
+    org_a = await harness.tenants.organization("Org A")
+    org_b = await harness.tenants.organization("Org B")
+    async with harness.socket() as socket:
+        await socket.init(_bearer(org_a))
+        await socket.subscribe(op="1")
+        await socket.subscribe(op="2")
+        await _ready_all(socket, org_a, ["1", "2"])
+        await _drain(socket)
+        await socket.subscribe(op="3")
+        refused = await socket.receive()
+        assert refused["id"] == "3"
+        [error] = refused["payload"]["errors"]
+        assert error["extensions"] == {"code": "too_many_subscriptions"}
+        assert error["message"] == (
+            "The organization has 2 open subscriptions on this server, the most it may; "
+            "close one first"
+        )
+        assert await socket.receive() == {"id": "3", "type": "complete"}
+
+        # Another organization is not concerned.
+        async with harness.subscribed(org_b) as theirs:
+            contact = await harness.create_contact(org_b)
+            assert (await theirs.next_event())["data"] == contact
+
+        # A subscription that ends gives its place back.
+        await socket.send({"id": "1", "type": "complete"})
+        deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
+        while harness.resources.subscriptions.open_count(org_a.organization_id) > 1:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        await _drain(socket)
+        await socket.subscribe(op="4")
+        await _ready_all(socket, org_a, ["4"])
+    assert harness.resources.subscriptions.open_count(org_a.organization_id) == 0

@@ -114,6 +114,7 @@ def engine_settings(url: str, tmp_path: Path, **overrides: Any) -> Settings:
         "outbox_sweep_seconds": 0.05,
         "outbox_redispatch_seconds": 0.5,
         "job_lease_seconds": 5.0,
+        "knowledge_extraction_seconds": 3.0,  # the lease must outlast an extraction too
         "worker_threads": 2,
     }
     values.update(overrides)

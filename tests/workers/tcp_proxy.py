@@ -36,6 +36,13 @@ class SilentableProxy:
         self.frozen = False
         self._thawed.set()
 
+    def sever(self) -> None:
+        """Reset every open connection (a restarted server, as its clients see it); new ones
+        are accepted as before."""
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
 

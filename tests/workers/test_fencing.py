@@ -51,6 +51,7 @@ async def runtime(committed_url: str, tmp_path: Path) -> AsyncIterator[JobRuntim
         tmp_path,
         webhook_timeout_seconds=TIMEOUT_SECONDS,
         job_lease_seconds=LEASE_SECONDS,
+        knowledge_extraction_seconds=TIMEOUT_SECONDS,
         outbox_sweep_seconds=60,
     )
     runtime = JobRuntime(settings)
@@ -212,12 +213,33 @@ async def test_a_stale_delivery_run_records_no_success(runtime: JobRuntime) -> N
 
 def test_the_lease_must_outlast_an_attempt(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    quick = {"knowledge_extraction_seconds": 5}
     with pytest.raises(ValidationError, match="job_lease_seconds"):
-        make_settings(url, tmp_path, webhook_timeout_seconds=10, job_lease_seconds=11)
-    settings = make_settings(url, tmp_path, webhook_timeout_seconds=10, job_lease_seconds=12)
+        make_settings(url, tmp_path, webhook_timeout_seconds=10, job_lease_seconds=11, **quick)
+    settings = make_settings(
+        url, tmp_path, webhook_timeout_seconds=10, job_lease_seconds=12, **quick
+    )
     assert settings.job_lease_seconds == 12
 
 
 def test_the_default_lease_outlasts_the_default_attempt(tmp_path: Path) -> None:
     settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 'x.db'}", tmp_path)
     assert settings.job_lease_seconds >= settings.webhook_timeout_seconds + JOB_LEASE_MARGIN_SECONDS
+    assert (
+        settings.job_lease_seconds
+        >= settings.knowledge_extraction_seconds + JOB_LEASE_MARGIN_SECONDS
+    )
+
+
+def test_the_lease_must_outlast_an_extraction(tmp_path: Path) -> None:
+    """A lease shorter than the extraction limit parked slow documents in `indexing` forever
+    (each run went stale before it could finish): refused at start-up, like the webhook
+    timeout."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    with pytest.raises(ValidationError) as refused:
+        make_settings(url, tmp_path, knowledge_extraction_seconds=90, job_lease_seconds=60)
+    assert "job_lease_seconds (60) must be at least the extraction limit plus 2 s (92)" in str(
+        refused.value
+    )
+    settings = make_settings(url, tmp_path, knowledge_extraction_seconds=90, job_lease_seconds=92)
+    assert settings.job_lease_seconds == 92

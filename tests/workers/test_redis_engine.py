@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -143,6 +144,8 @@ def worker_env(
         # running jobs: see test_a_graceful_stop_finishes_the_delivery_in_progress) holds its
         # job this long: the shortest lease the settings accept for the timeout above.
         SWITCHBOARD_JOB_LEASE_SECONDS="4",
+        # The lease must outlast a document's extraction too (no document is indexed here).
+        SWITCHBOARD_KNOWLEDGE_EXTRACTION_SECONDS="2",
         SWITCHBOARD_WORKER_PREFETCH="1",  # the rest waits in Redis, where a flush loses it
         SWITCHBOARD_WORKER_METRICS_PORT=str(free_port()),
     )
@@ -336,6 +339,84 @@ async def test_a_graceful_stop_finishes_the_delivery_in_progress(
     [attempt] = await stack.attempts(subscription.id)
     assert (attempt.status_code, attempt.success) == (200, True), attempt.error
     assert await outbox_rows(stack) == []
+
+
+# --- stopping ------------------------------------------------------------------------------
+
+
+def wait_for_consumers(client: redis.Redis, processes: int, seconds: float = 20.0) -> None:
+    """Until `processes` worker processes fetch from Redis (each beats under its own id), so
+    each has booted, its signal handling included."""
+    deadline = time.monotonic() + seconds
+    while client.zcard("switchboard:__heartbeats__") < processes:
+        assert time.monotonic() < deadline, "the worker processes never consumed"
+        time.sleep(0.05)
+
+
+async def test_a_group_sigterm_stops_every_worker_process_and_nothing_runs_after(
+    stack: Engine, flushable: redis.Redis, database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """The issue's reproduction: docs/operations.md's `kill -TERM -<pgid>` reaches each
+    worker process twice (from the group, and forwarded by the main process); each logged
+    "Killing worker process..." and never exited, its consumers still taking jobs."""
+    tenant = await stack.tenants.organization()
+    env = worker_env(database_url, redis_url, tmp_path, SWITCHBOARD_WORKER_SHUTDOWN_SECONDS=5)
+    log = tmp_path / "worker.log"
+    with running_receiver() as receiver:
+        await stack.subscribe(tenant, receiver.url, ["lead.created"])
+        worker = WorkerProcess(env, log, processes=2)
+        try:
+            await asyncio.to_thread(wait_for_consumers, flushable, 2)
+            await asyncio.to_thread(worker.wait_handling, signal.SIGTERM)
+            assert len(worker.children()) == 2
+            worker.signal_group(signal.SIGTERM)
+            # Idle: nothing to finish, so well within the 5 s grace.
+            await asyncio.to_thread(worker.wait_gone, 15)
+        finally:
+            worker.stop()
+        assert worker.process.returncode == 0, worker.log_tail()
+        assert "Killing worker process" not in log.read_text()
+        await stack.create_contact(tenant)
+        await asyncio.sleep(1.0)  # a consumer left behind would take the delivery by now
+        assert receiver.requests == []
+
+
+async def test_a_later_second_sigterm_stops_a_worker_process_at_once(
+    stack: Engine, flushable: redis.Redis, database_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A delivery in flight holds the graceful stop (the receiver answers after 25 s); a second
+    SIGTERM seconds later ends the worker process at once, and the job runs again on the next
+    worker once its lease ends, as after a kill."""
+    tenant = await stack.tenants.organization()
+    env = worker_env(
+        database_url,
+        redis_url,
+        tmp_path,
+        SWITCHBOARD_WEBHOOK_TIMEOUT_SECONDS=20,
+        SWITCHBOARD_JOB_LEASE_SECONDS=22,
+        SWITCHBOARD_WORKER_SHUTDOWN_SECONDS=60,
+    )
+    log = tmp_path / "worker.log"
+    with running_receiver() as receiver:
+        receiver.script = [Answer(200, delay=25)]
+        await stack.subscribe(tenant, receiver.url, ["lead.created"])
+        worker = WorkerProcess(env, log)
+        try:
+            await asyncio.to_thread(wait_for_consumers, flushable, 1)
+            [child] = worker.children()
+            await stack.create_contact(tenant)
+            await wait_for(receiver, 1)
+            os.kill(child, signal.SIGTERM)  # graceful: waits for the delivery in flight
+            await asyncio.sleep(2.5)  # past the window in which a repeat is the same stop
+            assert worker.children() == [child]
+            os.kill(child, signal.SIGTERM)
+            elapsed = await asyncio.to_thread(worker.wait_gone, 10)
+        finally:
+            worker.stop()
+        assert elapsed < 10
+        assert "stopping at once on a second signal" in log.read_text(), worker.log_tail()
+        [job] = [row for row in await outbox_rows(stack) if row.actor == DELIVER_ACTOR]
+        assert job.status == "pending"  # never settled: it runs again once its lease ends
 
 
 async def test_a_worker_serves_the_figures_of_all_its_processes(

@@ -82,10 +82,53 @@ class WorkerProcess:
             time.sleep(0.1)
         raise AssertionError(f"worker not ready in {seconds} s:\n{self.log_tail()}")
 
+    def children(self) -> list[int]:
+        """The worker processes Dramatiq forked."""
+        found = subprocess.run(
+            ["pgrep", "-P", str(self.pid)], capture_output=True, text=True, check=False
+        )
+        return [int(pid) for pid in found.stdout.split()]
+
+    def wait_handling(self, signum: signal.Signals, seconds: float = 20.0) -> None:
+        """Until the main process catches `signum` and no longer blocks it (Dramatiq blocks
+        the signals it forwards while it starts its worker processes): from then on a signal
+        to the group reaches each worker process twice, directly and forwarded."""
+        bit = 1 << (signum - 1)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            masks = {
+                name: int(value, 16)
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines()
+                for name, _, value in [line.partition(":\t")]
+                if name in ("SigBlk", "SigCgt")
+            }
+            if masks["SigCgt"] & bit and not masks["SigBlk"] & bit:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"the worker never handled {signum.name}:\n{self.log_tail()}")
+
+    def signal_group(self, signum: signal.Signals) -> None:
+        """`kill -<signum> -<pgid>`: every process of the worker at once."""
+        self._signal_group(signum)
+
+    def wait_gone(self, seconds: float) -> float:
+        """Until the main process and every worker process have exited; how long it took."""
+        started = time.monotonic()
+        children = self.children()
+        deadline = started + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None and not any(map(_alive, children)):
+                return time.monotonic() - started
+            time.sleep(0.05)
+        alive = [pid for pid in children if _alive(pid)]
+        raise AssertionError(
+            f"still running after {seconds} s (main: {self.process.poll()}, workers: {alive})"
+            f":\n{self.log_tail()}"
+        )
+
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to the main process, which stops its worker processes (they finish running
-        jobs; a second SIGTERM, as from killpg, would make them exit at once and hang on their
-        threads), then SIGKILL to whatever of the group is left."""
+        jobs), then SIGKILL to whatever of the group is left."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -102,6 +145,15 @@ class WorkerProcess:
     def _signal_group(self, signum: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signum)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 @contextlib.contextmanager
