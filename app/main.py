@@ -119,8 +119,3 @@ def create_app(
     if resources is not None:
         app.state.resources = resources
     return app
-
-
-def create_app_from_env() -> Starlette:
-    """Factory for `uvicorn --factory` (and `switchboard serve`)."""
-    return create_app()
