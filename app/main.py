@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from app.config import Settings, get_settings
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
-from app.idempotency.service import purge_expired
+from app.idempotency.repository import purge_expired
 from app.kit.collector import tune_for_serving
 from app.kit.domains import collect
 from app.kit.http_errors import json_response

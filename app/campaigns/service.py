@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
@@ -36,15 +35,16 @@ from app.campaigns.schemas import (
 )
 from app.channels import service as channels
 from app.channels.models import Channel
+from app.channels.repository import ChannelRepository
 from app.events.service import emit, emit_many
 from app.integrations.whatsapp.types import TemplateMessage
 from app.integrations.whatsapp.validator import _variables as template_variables
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.repository import TemplateRepository
 
 CAMPAIGN = "Campaign"
 DISPATCH_ACTOR = "campaigns.dispatch"
@@ -117,15 +117,7 @@ async def _channel(session: AsyncSession, subject: Subject, channel_id: str) -> 
 
 
 async def _template(session: AsyncSession, subject: Subject, template_id: str) -> MessageTemplate:
-    canonical = normalize_id(template_id)
-    found = None
-    if canonical is not None:
-        found = await session.scalar(
-            select(MessageTemplate).where(
-                MessageTemplate.organization_id == subject.organization_id,
-                MessageTemplate.id == canonical,
-            )
-        )
+    found = await TemplateRepository(session, subject.organization_id).get(template_id)
     if found is None:
         raise TemplateNotFound()
     return found
@@ -250,20 +242,13 @@ async def delete_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     await session.flush()
 
 
-async def refuse_channel_deletion_in_use(session: AsyncSession, channel_id: str) -> None:
+async def refuse_channel_deletion_in_use(
+    session: AsyncSession, subject: Subject, channel_id: str
+) -> None:
     """A channel whose campaign is scheduled, sending or paused cannot be deleted (its
     recipients would be lost mid-send); drafts and finished campaigns go with it."""
-    active = (
-        await session.execute(
-            select(Campaign.name, Campaign.status)
-            .where(
-                Campaign.chat_phone_number_id == channel_id,
-                Campaign.status.in_([status.value for status in _CANCELLABLE]),
-            )
-            .order_by(Campaign.created_at)
-            .limit(1)
-        )
-    ).first()
+    repository = CampaignRepository(session, subject.organization_id)
+    active = await repository.first_on_channel(channel_id, [s.value for s in _CANCELLABLE])
     if active is not None:
         raise InvalidState(
             f"Cannot delete channel: campaign {active.name!r} is in {active.status} state; "
@@ -459,9 +444,13 @@ async def plan_dispatch(
         await _enter_sending(session, campaign)
     if campaign.status != CampaignStatus.SENDING:
         return None
-    channel = await session.get(Channel, campaign.chat_phone_number_id)
+    channel = await ChannelRepository(session, campaign.organization_id).get(
+        campaign.chat_phone_number_id
+    )
     template = (
-        await session.get(MessageTemplate, campaign.message_template_id)
+        await TemplateRepository(session, campaign.organization_id).get(
+            campaign.message_template_id
+        )
         if campaign.message_template_id
         else None
     )
@@ -564,7 +553,7 @@ async def _reconcile_claims(
     )
     if failed:
         await ledger.add_to_counters(session, campaign_id, (0, 0, 0, len(failed)))
-        campaign = await session.get(Campaign, campaign_id)
+        campaign = await ledger.campaign_by_id(session, campaign_id)
         assert campaign is not None
         await emit_many(
             session, campaign, [(MESSAGE_FAILED, recipient_to_public(row)) for row in failed]
@@ -644,7 +633,7 @@ async def apply_status(session: AsyncSession, status: dict[str, Any], error: str
     await ledger.add_to_counters(
         session, recipient.campaign_id, ledger.counter_delta(current, recipient.status)
     )
-    campaign = await session.get(Campaign, recipient.campaign_id)
+    campaign = await ledger.campaign_by_id(session, recipient.campaign_id)
     if campaign is None:
         return True
     for event in events:

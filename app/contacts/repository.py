@@ -76,6 +76,28 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.updated_at,
     )
 
+    async def rows_by_ids(self, contact_ids: Sequence[str]) -> dict[str, Any]:
+        """The organization's contacts among `contact_ids` (list_columns), by id; ids of other
+        organizations' or deleted contacts are absent."""
+        if not contact_ids:
+            return {}
+        rows = await self._execute(
+            self.scoped(select(*self.list_columns)).where(
+                Contact.id.in_(list(dict.fromkeys(contact_ids)))
+            )
+        )
+        return {row.id: row for row in rows.all()}
+
+    async def first_by_phone(self, phone_number: str) -> Contact | None:
+        """The organization's oldest contact with this number (numbers need not be unique)."""
+        rows = await self._execute(
+            self.scoped(select(Contact))
+            .where(Contact.phone_number == phone_number)
+            .order_by(Contact.created_at, Contact.id)
+            .limit(1)
+        )
+        return rows.scalar_one_or_none()
+
     def filters(self, *, tag: str | None, search: str | None) -> list[Filter]:
         filters: list[Filter] = []
         if tag:

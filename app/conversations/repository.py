@@ -11,7 +11,6 @@ from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channels.models import Channel
-from app.contacts.models import Contact
 from app.conversations.models import Direction, Message
 from app.kit.repository import Filter, OrgScopedRepository
 
@@ -31,17 +30,6 @@ async def message_by_platform_id(
         select(Message).where(
             Message.channel_id == channel_id, Message.platform_message_id == platform_message_id
         )
-    )
-
-
-async def contact_by_phone(
-    session: AsyncSession, organization_id: str, phone_number: str
-) -> Contact | None:
-    return await session.scalar(
-        select(Contact)
-        .where(Contact.organization_id == organization_id, Contact.phone_number == phone_number)
-        .order_by(Contact.created_at, Contact.id)
-        .limit(1)
     )
 
 

@@ -16,7 +16,6 @@ from typing import Any
 from uuid import UUID
 
 import structlog
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -25,17 +24,14 @@ from app.auth.subject import PrincipalType, Subject
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.contacts import service as contacts
+from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
-from app.conversations.repository import (
-    MessageRepository,
-    contact_by_phone,
-    message_by_platform_id,
-)
+from app.conversations.repository import MessageRepository, message_by_platform_id
 from app.conversations.schemas import MessageSend, message_to_public
 from app.events.service import emit
 from app.inbox import service as inbox
-from app.inbox.models import Ticket
+from app.inbox.repository import TicketRepository
 from app.inbox.schemas import TicketCreate
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
@@ -49,7 +45,7 @@ from app.kit.phone import to_e164
 from app.quick_replies import service as quick_replies
 from app.quick_replies.cache import snippet_cache
 from app.resources import Resources
-from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.repository import TemplateRepository
 
 logger = structlog.get_logger("switchboard.conversations")
 PLATFORM_PRINCIPAL = "whatsapp"
@@ -153,13 +149,13 @@ async def receive_message(
     except InvalidInput:
         logger.warning("inbound message from an unusable number", platform_message_id=platform_id)
         return None
-    contact = await contact_by_phone(session, channel.organization_id, phone)
+    contact = await ContactRepository(session, channel.organization_id).first_by_phone(phone)
     if contact is None:
         contact = await contacts.create_contact(
             session, subject, ContactCreate(phone_number=phone, name=profile_name or phone)
         )
     created = await inbox.create_ticket(session, subject, TicketCreate(contact_id=UUID(contact.id)))
-    ticket = await session.get(Ticket, created.ticket.id)
+    ticket = await TicketRepository(session, channel.organization_id).get(created.ticket.id)
     if ticket is not None and ticket.chat_phone_number_id is None:
         ticket.chat_phone_number_id = channel.id
     kind, text = _inbound_text(message)
@@ -302,18 +298,8 @@ async def send_message(
 async def _approved_template(
     session: AsyncSession, subject: Subject, channel: Channel, data: MessageSend
 ) -> TemplateMessage:
-    found = await session.scalar(
-        select(MessageTemplate).where(
-            MessageTemplate.organization_id == subject.organization_id,
-            MessageTemplate.business_account_id == channel.business_account_id,
-            MessageTemplate.name == data.template_name,
-            MessageTemplate.status == TemplateStatus.APPROVED.value,
-            *(
-                [MessageTemplate.language == data.template_language]
-                if data.template_language
-                else []
-            ),
-        )
+    found = await TemplateRepository(session, subject.organization_id).approved(
+        channel.business_account_id, data.template_name or "", data.template_language
     )
     if found is None:
         raise InvalidInput(

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import OrgScopedRepository
-from app.templates.models import MessageTemplate
+from app.templates.models import MessageTemplate, TemplateStatus
 
 _DUPLICATE_MARKERS = ("uq_message_templates_organization_id", "message_templates.name")
 
@@ -23,24 +23,38 @@ class TemplateRepository(OrgScopedRepository[MessageTemplate]):
     list_columns: ClassVar = tuple(MessageTemplate.__table__.columns)
 
     def _visible(self, test_mode_only: bool) -> list[ColumnElement[bool]]:
-        conditions = [MessageTemplate.organization_id == self.organization_id]
+        conditions = [self._org_bound()]
         if test_mode_only:
             conditions.append(MessageTemplate.livemode == false())
         return conditions
 
     async def numbered_page(self, params: PageParams, *, test_mode_only: bool) -> NumberedPage[Any]:
         conditions = self._visible(test_mode_only)
-        total = await self.session.scalar(
+        total = await self._execute(
             select(func.count()).select_from(MessageTemplate).where(*conditions)
         )
-        rows = await self.session.execute(
+        rows = await self._execute(
             select(*self.list_columns)
             .where(*conditions)
             .order_by(MessageTemplate.created_at.desc(), MessageTemplate.id.desc())
             .limit(params.size)
             .offset(params.offset)
         )
-        return NumberedPage(list(rows.all()), int(total or 0), params)
+        return NumberedPage(list(rows.all()), int(total.scalar() or 0), params)
+
+    async def approved(
+        self, business_account_id: str, name: str, language: str | None
+    ) -> MessageTemplate | None:
+        """An APPROVED template of the business account by name (and language, if given;
+        without one, any of the name's languages)."""
+        statement = self.scoped(select(MessageTemplate)).where(
+            MessageTemplate.business_account_id == business_account_id,
+            MessageTemplate.name == name,
+            MessageTemplate.status == TemplateStatus.APPROVED.value,
+        )
+        if language:
+            statement = statement.where(MessageTemplate.language == language)
+        return (await self._execute(statement)).scalars().first()
 
     async def for_account(self, business_account_id: str) -> list[MessageTemplate]:
         rows = await self._execute(
