@@ -15,9 +15,15 @@ DEV_LOCK := requirements-dev.lock
 # a stamp older than its lock (or pyproject.toml) installs again.
 SERVE_STAMP := $(VENV)/.serving
 STAMP := $(VENV)/.installed
-# uv writes the locks; it runs from a venv of its own, never installed with the project.
+# uv creates the venv, installs the locks and writes them: it lives in a venv of its own,
+# never in the project's (pip with the same locks gives the same packages, only slower:
+# docker/Dockerfile uses pip).
 UV_VERSION := 0.13.9
-UV := $(VENV)/lock-tools/bin/uv
+TOOLS := .uv
+UV := $(TOOLS)/bin/uv
+# Only the Python given (no interpreter downloads); quiet unless something fails.
+export UV_PYTHON_DOWNLOADS := never
+IN_VENV := --quiet --python $(BIN)/python
 # Extra flags for `make lock`: `LOCK_FLAGS=--upgrade` (or `--upgrade-package NAME`) moves
 # pins to the newest releases pyproject.toml allows; without, existing pins are kept.
 LOCK_FLAGS ?=
@@ -26,23 +32,26 @@ UV_COMPILE := $(UV) pip compile pyproject.toml --quiet --universal --python-vers
 
 .PHONY: run test lint format typecheck schema bench lock clean
 
-# The lock lists every package, so pip resolves nothing (--no-deps; `pip check` then proves the
-# set complete), and modules compile on first import rather than all at install (--no-compile):
-# a first `make run` answers sooner.
+# The venv (with pip, for optional extras) once; then exactly the lock's versions and hashes,
+# the project itself (editable, its dependencies are all in the lock), and a check that the
+# lock holds everything pyproject.toml asks for.
 define install_lock
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-compile \
-		--require-hashes -r $(1)
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	$(BIN)/pip check --disable-pip-version-check >/dev/null
+	test -x $(BIN)/python || $(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
+	$(UV) pip install $(IN_VENV) --require-hashes -r $(1)
+	$(UV) pip install $(IN_VENV) --no-deps -e .
+	$(UV) pip check $(IN_VENV)
 endef
 
-$(SERVE_STAMP): $(LOCK) pyproject.toml
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(SERVE_STAMP): $(LOCK) pyproject.toml | $(UV)
 	$(call install_lock,$(LOCK))
 	touch $@
 
 # The dev lock pins every serving package at the serving lock's version: it serves too.
-$(STAMP): $(DEV_LOCK) pyproject.toml
+$(STAMP): $(DEV_LOCK) pyproject.toml | $(UV)
 	$(call install_lock,$(DEV_LOCK))
 	touch $@ $(SERVE_STAMP)
 
@@ -76,10 +85,6 @@ schema: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/api_throughput.py
 
-$(UV):
-	$(PYTHON) -m venv $(VENV)/lock-tools
-	$(VENV)/lock-tools/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
-
 # Resolved for Python 3.11 (what CI and the image run) with markers for other platforms and
 # versions. uv reads its index from UV_DEFAULT_INDEX (a PyPI mirror), not from pip's settings.
 lock: $(UV)
@@ -87,4 +92,4 @@ lock: $(UV)
 	$(UV_COMPILE) --constraint $(DEV_LOCK) --output-file $(LOCK)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
