@@ -19,22 +19,12 @@ def fast_executor(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture
-async def planned_client(
+async def planning_clients(
     resources: Resources, fast_executor: bool
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The data served with SWITCHBOARD_GRAPHQL_PLANNING on, whatever the environment says."""
-    async with client_with(
-        resources, graphql_planning=True, graphql_fast_executor=fast_executor
-    ) as client:
-        yield client
-
-
-@pytest.fixture
-async def unplanned_client(
-    resources: Resources, fast_executor: bool
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The same data served with SWITCHBOARD_GRAPHQL_PLANNING off."""
-    async with client_with(
-        resources, graphql_planning=False, graphql_fast_executor=fast_executor
-    ) as client:
-        yield client
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """The data served with SWITCHBOARD_GRAPHQL_PLANNING on and off, whatever the environment
+    says, both on the executor of `fast_executor`."""
+    on = client_with(resources, graphql_planning=True, graphql_fast_executor=fast_executor)
+    off = client_with(resources, graphql_planning=False, graphql_fast_executor=fast_executor)
+    async with on, off:
+        yield on, off

@@ -101,8 +101,7 @@ async def _post(
 
 @pytest.mark.parametrize(("query", "variables", "planned_path"), CASES)
 async def test_plans_answer_what_strawberry_answers(
-    planned_client: httpx.AsyncClient,
-    unplanned_client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -110,6 +109,7 @@ async def test_plans_answer_what_strawberry_answers(
     variables: dict[str, Any] | None,
     planned_path: bool,
 ) -> None:
+    planned_client, unplanned_client = planning_clients
     if variables and variables.get("id") == "KNOWN":
         variables = {"id": seeded}
     answered = []
@@ -131,9 +131,12 @@ async def test_plans_answer_what_strawberry_answers(
 
 
 async def test_a_plan_still_checks_scopes_and_tenants(
-    planned_client: httpx.AsyncClient, acme: Tenant, seeded: str, tenants: TenantFactory
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+    acme: Tenant,
+    seeded: str,
+    tenants: TenantFactory,
 ) -> None:
-    client = planned_client
+    client, _ = planning_clients
     query = "query One($id: ID!) { contact(id: $id) { id } }"
     reader = await tenants.key(acme, ["calls:read"])
     status, body = await _post(client, reader, query, {"id": seeded})
@@ -169,12 +172,13 @@ def test_the_encoder_writes_utc_datetimes_as_the_scalar_does(moment: datetime) -
 
 
 async def test_a_plan_calls_the_fields_permission_class(
-    planned_client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
     tenants: TenantFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    planned_client, _ = planning_clients
     checked: list[tuple[str, dict[str, Any]]] = []
     original = HasScope.has_permission
 

@@ -251,12 +251,12 @@ async def _post(client: httpx.AsyncClient, tenant: Tenant, case: Case) -> tuple[
 
 @pytest.mark.parametrize("name", PLANNABLE)
 async def test_generated_cases_answer_what_strawberry_answers(
-    planned_client: httpx.AsyncClient,
-    unplanned_client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     world: World,
     plan_answers: list[bool],
     name: str,
 ) -> None:
+    planned_client, unplanned_client = planning_clients
     field = QUERY_TYPE.fields[name]  # type: ignore[union-attr]
     required = None
     for choice in required_choices(field, world.ids):
