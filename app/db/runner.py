@@ -44,10 +44,14 @@ class StatementRunner(Protocol):
 class SessionRunner:
     """Statements through an ORM session: in its transaction, committed by its owner."""
 
+    # Never, PostgreSQL included (SWITCHBOARD_PREPARED_ON_DRIVER=false): through SQLAlchemy,
+    # a parameter named like a column of an UPDATE inside a data-modifying CTE becomes an
+    # extra SET of it, so a combined statement runs only on the driver.
+    combines_writes = False
+
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
         self._dialect = session.get_bind().dialect
-        self.combines_writes = self._dialect.name == "postgresql"
 
     def _own(self, statement: PreparedStatement, params: dict[str, Any]) -> dict[str, Any]:
         # Only the statement's own bound names: SQLAlchemy turns any other key that names a
