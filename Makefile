@@ -2,19 +2,60 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint format typecheck schema bench clean
+# Every environment (make run, make test, CI, docker/Dockerfile) installs the exact versions
+# and hashes of the lock files; pyproject.toml keeps the ranges library users install with.
+# requirements.lock: what serving needs; requirements-dev.lock: that plus the dev extras, at
+# the same versions. `make lock` regenerates both from pyproject.toml.
+LOCK := requirements.lock
+DEV_LOCK := requirements-dev.lock
+# The venv holds the serving packages (make run), or those and the dev extras (make test);
+# a stamp older than its lock (or pyproject.toml) installs again.
+SERVE_STAMP := $(VENV)/.serving
+STAMP := $(VENV)/.installed
+# uv creates the venv, installs the locks and writes them: it lives in a venv of its own,
+# never in the project's (pip with the same locks gives the same packages, only slower:
+# docker/Dockerfile uses pip).
+UV_VERSION := 0.13.9
+TOOLS := .uv
+UV := $(TOOLS)/bin/uv
+# Only the Python given (no interpreter downloads); quiet unless something fails.
+export UV_PYTHON_DOWNLOADS := never
+IN_VENV := --quiet --python $(BIN)/python
+# Extra flags for `make lock`: `LOCK_FLAGS=--upgrade` (or `--upgrade-package NAME`) moves
+# pins to the newest releases pyproject.toml allows; without, existing pins are kept.
+LOCK_FLAGS ?=
+UV_COMPILE := $(UV) pip compile pyproject.toml --quiet --universal --python-version 3.11 \
+	--generate-hashes --custom-compile-command "make lock" $(LOCK_FLAGS)
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+.PHONY: run test lint format typecheck schema bench lock clean
 
-run: $(STAMP)
+# The venv (with pip, for optional extras) once; then exactly the lock's versions and hashes,
+# the project itself (editable, its dependencies are all in the lock), and a check that the
+# lock holds everything pyproject.toml asks for.
+define install_lock
+	test -x $(BIN)/python || $(UV) venv --quiet --seed --python $(PYTHON) $(VENV)
+	$(UV) pip install $(IN_VENV) --require-hashes -r $(1)
+	$(UV) pip install $(IN_VENV) --no-deps -e .
+	$(UV) pip check $(IN_VENV)
+endef
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(SERVE_STAMP): $(LOCK) pyproject.toml | $(UV)
+	$(call install_lock,$(LOCK))
+	touch $@
+
+# The dev lock pins every serving package at the serving lock's version: it serves too.
+$(STAMP): $(DEV_LOCK) pyproject.toml | $(UV)
+	$(call install_lock,$(DEV_LOCK))
+	touch $@ $(SERVE_STAMP)
+
+run: $(SERVE_STAMP)
 	$(BIN)/switchboard migrate
 	$(BIN)/switchboard serve --host $(HOST) --port $(PORT)
 
@@ -44,5 +85,11 @@ schema: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/api_throughput.py
 
+# Resolved for Python 3.11 (what CI and the image run) with markers for other platforms and
+# versions. uv reads its index from UV_DEFAULT_INDEX (a PyPI mirror), not from pip's settings.
+lock: $(UV)
+	$(UV_COMPILE) --extra dev --output-file $(DEV_LOCK)
+	$(UV_COMPILE) --constraint $(DEV_LOCK) --output-file $(LOCK)
+
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TOOLS) var .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -104,8 +104,16 @@ class Settings(BaseSettings):
     # Failed credential checks (bad, expired or revoked keys and tokens) from one client address;
     # past it the address gets 429 whatever it sends, until the bucket has room (key spraying).
     auth_failure_rate_limit_per_address: str = "30/m"
+    # The fast paths, each of which leans on private APIs of a pinned dependency (docs/
+    # architecture.md, "Upgrading Strawberry, graphql-core or SQLAlchemy"); off: the plain path.
     # Compiled plans for repeated queries (app/graphql/planned.py); off: Strawberry runs all.
     graphql_planning: bool = True
+    # Objects of plain fields completed without resolver calls (app/graphql/execution.py);
+    # off: graphql-core completes every field.
+    graphql_fast_executor: bool = True
+    # Prepared statements sent on the asyncpg driver, on PostgreSQL (app/db/prepared.py, the
+    # read pool and the workers' job statements); off: through SQLAlchemy sessions.
+    prepared_on_driver: bool = True
     jwt_ttl_seconds: int = Field(default=3600, ge=60)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
     db_pool_size: int = Field(default=20, ge=1)

@@ -21,7 +21,7 @@ from app.cors import ApiCORS
 from app.graphql import view as graphql_view
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
-from app.idempotency.service import purge_expired
+from app.idempotency.repository import purge_expired
 from app.kit.body import PLATFORM_CALLBACK_MAX_BYTES, BodyLimit, BodyLimitMiddleware, BodyTooLarge
 from app.kit.collector import tune_for_serving
 from app.kit.domains import collect
@@ -203,8 +203,3 @@ def create_app(
     if resources is not None:
         app.state.resources = resources
     return app
-
-
-def create_app_from_env() -> Starlette:
-    """Factory for `uvicorn --factory` (and `switchboard serve`)."""
-    return create_app()

@@ -15,7 +15,8 @@ from app.auth.failures import FailedAuthentications
 from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.prepared import READ_POOL, ReadPool
+from app.db.prepared import ON_DRIVER, READ_POOL
+from app.db.runner import DriverPool, driver_dsn
 from app.events.stream import (
     LOCAL_EVENT_STREAM,
     EventStream,
@@ -39,7 +40,7 @@ class Resources:
     # BEGIN/COMMIT round trips); tests, inside one rolled-back transaction, read as they write.
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     # Driver connections for prepared reads of read-only requests on PostgreSQL (`start`).
-    read_pool: ReadPool | None = None
+    read_pool: DriverPool | None = None
     # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
     credential_cache: CredentialCache | None = None
     revocation_listener: RevocationListener | None = None
@@ -56,6 +57,11 @@ class Resources:
     # Read sessions left untouched by their request (everything went through the read pool),
     # handed to the next read instead of building a new one (_ReadSession).
     idle_read_sessions: list[AsyncSession] = field(default_factory=list)
+
+    @property
+    def prepared_on_driver(self) -> bool:
+        """Whether the sessions opened here send prepared statements on the asyncpg driver."""
+        return self.settings.prepared_on_driver and self.dialect_name == "postgresql"
 
     @classmethod
     def from_settings(
@@ -85,9 +91,12 @@ class Resources:
             event_stream = RedisEventStream(redis, listening_redis)
         read_pool = credential_cache = revocation_listener = None
         if serves_api and engine is not None and engine.dialect.driver == "asyncpg":
-            read_pool = ReadPool(settings.database_url, engine.dialect, settings.db_pool_size)
+            if settings.prepared_on_driver:
+                read_pool = DriverPool(settings.database_url, engine.dialect, settings.db_pool_size)
             credential_cache = CredentialCache()
-            revocation_listener = RevocationListener(read_pool.dsn, credential_cache)
+            revocation_listener = RevocationListener(
+                driver_dsn(settings.database_url), credential_cache
+            )
         return cls(
             settings=settings,
             sessionmaker=sessionmaker,
@@ -117,7 +126,8 @@ class Resources:
 
         SQLite writers take the write lock up front (BEGIN IMMEDIATE) so a read-then-write
         transaction never fails to upgrade. Read-only work on PostgreSQL runs its prepared reads
-        on the read pool and never checks out an ORM connection unless it issues an ORM query.
+        on the read pool and never checks out an ORM connection unless it issues an ORM query;
+        other sessions there run them on their own connection's driver (app/db/prepared.py).
         """
         if writes:
             return self._write_session()
@@ -128,6 +138,8 @@ class Resources:
         async with self.sessionmaker() as session:
             if self.dialect_name == "sqlite":
                 await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+            elif self.prepared_on_driver:
+                session.info[ON_DRIVER] = True
             yield session
 
     def __post_init__(self) -> None:
@@ -175,6 +187,8 @@ class _ReadSession:
             session = (resources.read_sessionmaker or resources.sessionmaker)()
             if resources.read_pool is not None:
                 resources.read_pool.attach(session)
+            elif resources.prepared_on_driver:
+                session.info[ON_DRIVER] = True
         self.session = session
         return session
 

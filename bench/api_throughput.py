@@ -12,6 +12,16 @@ Targets:
   floor         bench/floor_server.py: bare Starlette + asyncpg + orjson
   postgraphile  PostGraphile v4 ``allContacts(first: 20, ...)``
 
+The fast paths measured one by one (only when named in --targets; each server is a Switchboard
+with some fast paths off, see SWITCHBOARD_SERVERS):
+  graphql-unplanned     the graphql query with compiled plans off: Strawberry and the fast
+                        executor (SWITCHBOARD_GRAPHQL_PLANNING=false)
+  graphql-core          plans and the fast executor off: graphql-core's own executor
+  graphql-edges         ``contacts(first: 20) { edges { cursor node {...} } totalCount }``, a
+                        query the plans do not take (edges has a resolver): the fast executor
+                        beside the plans
+  graphql-edges-core    the same with the fast executor off (plans on)
+
 Run: ``.venv/bin/python bench/api_throughput.py [--duration 10] [--connections 32]``.
 """
 
@@ -54,6 +64,15 @@ HOST = "127.0.0.1"  # every server binds, and every request goes, to loopback on
 BENCH_DB = "switchboard_bench"
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/test"
 PORT_SWITCHBOARD, PORT_FLOOR, PORT_POSTGRAPHILE = 8101, 8102, 8103
+# Switchboard servers by name: port, and the fast paths turned off (one process each).
+NO_PLANS = {"SWITCHBOARD_GRAPHQL_PLANNING": "false"}
+NO_EXECUTOR = {"SWITCHBOARD_GRAPHQL_FAST_EXECUTOR": "false"}
+SWITCHBOARD_SERVERS: dict[str, tuple[int, dict[str, str]]] = {
+    "switchboard": (PORT_SWITCHBOARD, {}),
+    "switchboard-unplanned": (8104, NO_PLANS),
+    "switchboard-core": (8105, NO_PLANS | NO_EXECUTOR),
+    "switchboard-no-executor": (8106, NO_EXECUTOR),
+}
 PAGE = 20
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -63,10 +82,34 @@ RATIOS = [
     ("graphql/floor", "graphql", "floor"),
     ("graphql/postgraphile", "graphql", "postgraphile"),
     ("rest/postgraphile", "rest", "postgraphile"),
+    # What the fast executor buys: on a query the plans do not take, and with plans off.
+    ("graphql-edges/graphql-edges-core", "graphql-edges", "graphql-edges-core"),
+    ("graphql-unplanned/graphql-core", "graphql-unplanned", "graphql-core"),
+    # What the plans buy over the fast executor.
+    ("graphql/graphql-unplanned", "graphql", "graphql-unplanned"),
 ]
-ALL_TARGETS = ("rest", "graphql", "floor", "postgraphile")
+DEFAULT_TARGETS = ("rest", "graphql", "floor", "postgraphile")
+# The Switchboard server each Switchboard target loads.
+SWITCHBOARD_TARGETS = {
+    "rest": "switchboard",
+    "graphql": "switchboard",
+    "graphql-unplanned": "switchboard-unplanned",
+    "graphql-core": "switchboard-core",
+    "graphql-edges": "switchboard",
+    "graphql-edges-core": "switchboard-no-executor",
+}
+ALL_TARGETS = (
+    *DEFAULT_TARGETS,
+    "graphql-unplanned",
+    "graphql-core",
+    "graphql-edges",
+    "graphql-edges-core",
+)
 FIELDS = "id organizationId phoneNumber name tags notes customFields createdAt updatedAt"
 SWITCHBOARD_QUERY = f"{{ contacts(first: {PAGE}) {{ nodes {{ {FIELDS} }} totalCount }} }}"
+EDGES_QUERY = (
+    f"{{ contacts(first: {PAGE}) {{ edges {{ cursor node {{ {FIELDS} }} }} totalCount }} }}"
+)
 POSTGRAPHILE_QUERY = (
     f'{{ allContacts(first: {PAGE}, condition: {{organizationId: "{{org}}"}}, '
     f"orderBy: [CREATED_AT_DESC, ID_DESC]) {{ nodes {{ {FIELDS} }} totalCount }} }}"
@@ -426,11 +469,49 @@ def _graphql_nodes(root: str) -> Callable[[Any], Any]:
     return extract
 
 
+def _graphql_edge_nodes(data: Any) -> Any:
+    """The nodes of `contacts.edges`, in order."""
+    if not isinstance(data, dict) or data.get("errors"):
+        return None
+    edges = ((data.get("data") or {}).get("contacts") or {}).get("edges")
+    if not isinstance(edges, list):
+        return None
+    return [edge.get("node") if isinstance(edge, dict) else None for edge in edges]
+
+
 def build_targets(keys: list[str], org_id: str, api_key: str | None) -> list[Target]:
     """The targets selected on the command line, in a fixed order."""
     bearer = f"Bearer {api_key}" if api_key else None
     sb = f"http://{HOST}:{PORT_SWITCHBOARD}"
     pg_query = POSTGRAPHILE_QUERY.replace("{org}", org_id)
+    variants = [
+        Target(
+            key,
+            label,
+            SWITCHBOARD_TARGETS[key],
+            f"http://{HOST}:{SWITCHBOARD_SERVERS[SWITCHBOARD_TARGETS[key]][0]}/graphql",
+            method="POST",
+            body=json.dumps({"query": query}),
+            authorization=bearer,
+            items=items,
+        )
+        for key, label, query, items in (
+            (
+                "graphql-unplanned",
+                "GraphQL no plans",
+                SWITCHBOARD_QUERY,
+                _graphql_nodes("contacts"),
+            ),
+            (
+                "graphql-core",
+                "GraphQL no plans/executor",
+                SWITCHBOARD_QUERY,
+                _graphql_nodes("contacts"),
+            ),
+            ("graphql-edges", "GraphQL edges", EDGES_QUERY, _graphql_edge_nodes),
+            ("graphql-edges-core", "GraphQL edges, no executor", EDGES_QUERY, _graphql_edge_nodes),
+        )
+    ]
     every = [
         Target(
             "rest",
@@ -466,6 +547,7 @@ def build_targets(keys: list[str], org_id: str, api_key: str | None) -> list[Tar
             body=json.dumps({"query": pg_query}),
             items=_graphql_nodes("allContacts"),
         ),
+        *variants,
     ]
     return [t for t in every if t.key in keys]
 
@@ -747,7 +829,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--targets",
-        default=",".join(ALL_TARGETS),
+        default=",".join(DEFAULT_TARGETS),
         help=f"comma-separated subset of {','.join(ALL_TARGETS)}",
     )
     p.add_argument(
@@ -771,7 +853,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not keys:
         p.error(f"unknown targets: {sorted(unknown)}")
     if args.standalone_schema:
-        keys = [k for k in keys if k not in ("rest", "graphql")]
+        keys = [k for k in keys if k not in SWITCHBOARD_TARGETS]
     args.target_keys = keys
     return args
 
@@ -781,24 +863,27 @@ def build_servers(
 ) -> list[Server]:
     """The servers needed by the selected targets."""
     servers: list[Server] = []
-    if {"rest", "graphql"} & set(keys):
+    wanted = {SWITCHBOARD_TARGETS[key] for key in keys if key in SWITCHBOARD_TARGETS}
+    for name, (port, fast_paths_off) in SWITCHBOARD_SERVERS.items():
+        if name not in wanted:
+            continue
         servers.append(
             Server(
-                name="switchboard",
+                name=name,
                 cmd=[
                     str(SWITCHBOARD),
                     "serve",
                     "--host",
                     HOST,
                     "--port",
-                    str(PORT_SWITCHBOARD),
+                    str(port),
                     "--workers",
                     "1",
                     "--no-worker",
                 ],
-                env=sb_env,
-                ready_url=f"http://{HOST}:{PORT_SWITCHBOARD}/healthz",
-                log_path=log_dir / "switchboard.log",
+                env=sb_env | fast_paths_off,
+                ready_url=f"http://{HOST}:{port}/healthz",
+                log_path=log_dir / f"{name}.log",
             )
         )
     if "floor" in keys:

@@ -16,7 +16,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import Response
 
 from app.auth.subject import Subject
-from app.kit.binding import late_bound
 from app.kit.http_errors import json_response
 from app.kit.pagination import CursorPage, CursorParams, envelope_c
 from app.kit.queries import CursorQuery
@@ -32,7 +31,7 @@ def list_handler(
 ) -> Handler:
     """`GET /<things>`: a cursor page (envelope C) of `list_page`'s rows."""
 
-    name, list_page = list_page.__name__, late_bound(list_page)
+    name = list_page.__name__
 
     async def handle(ctx: RequestContext) -> Response:
         page = await list_page(ctx.session, ctx.subject, ctx.query(CursorQuery).cursor())
@@ -45,7 +44,7 @@ def get_handler(
     get: Callable[[AsyncSession, Subject, str], Awaitable[Any]], id_param: str, to_public: ToPublic
 ) -> Handler:
     """`GET /<things>/{id}`."""
-    name, get = get.__name__, late_bound(get)
+    name = get.__name__
 
     async def handle(ctx: RequestContext) -> Response:
         return json_response(
@@ -66,7 +65,7 @@ def create_handler(
     """`POST /<things>`: the body parsed as `model`. `guards_urls`: the body carries
     user-supplied URLs, so `create` also takes the outbound URL guard's switch."""
 
-    name, create = create.__name__, late_bound(create)
+    name = create.__name__
 
     async def handle(ctx: RequestContext) -> Response:
         created = await create(
@@ -87,7 +86,7 @@ def update_handler(
 ) -> Handler:
     """`PUT /<things>/{id}`: the body parsed as `model`; `guards_urls` as in `create_handler`."""
 
-    name, update = update.__name__, late_bound(update)
+    name = update.__name__
 
     async def handle(ctx: RequestContext) -> Response:
         updated = await update(
@@ -107,7 +106,7 @@ def delete_handler(
 ) -> Handler:
     """`DELETE /<things>/{id}`: 204 without a body."""
 
-    name, remove = remove.__name__, late_bound(remove)
+    name = remove.__name__
 
     async def handle(ctx: RequestContext) -> Response:
         await remove(ctx.session, ctx.subject, ctx.path_param(id_param))

@@ -11,7 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,14 @@ async def client(resources: Resources) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         yield client
+
+
+def client_with(resources: Resources, **settings: Any) -> httpx.AsyncClient:
+    """A client of the app on the same data with some settings changed (a fast path on or off,
+    whatever the environment says); use it in `async with`."""
+    changed = replace(resources, settings=resources.settings.model_copy(update=settings))
+    transport = httpx.ASGITransport(app=create_app(resources=changed))
+    return httpx.AsyncClient(transport=transport, base_url="http://testserver")
 
 
 @dataclass

@@ -3,7 +3,9 @@
 Most tests run inside one rolled-back transaction, which rules out what only a real
 deployment has: prepared reads on a driver pool for read-only requests (app/db/prepared.py) and API
 key lookups cached per process with revocation by LISTEN/NOTIFY (app/auth/cache.py). Here the
-app owns its resources on a fresh, committed database.
+app owns its resources on a fresh, committed database, with prepared statements on the driver
+(SWITCHBOARD_PREPARED_ON_DRIVER, whatever the environment says), except where a test compares
+that path with SQLAlchemy's.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.service import revoke_api_key
@@ -44,13 +48,21 @@ async def committed(pg_url: str) -> AsyncIterator[async_sessionmaker[AsyncSessio
     await engine.dispose()
 
 
-@pytest.fixture
-async def app_client(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
-    app = create_app(make_settings(pg_url, tmp_path))
+@asynccontextmanager
+async def serving(
+    pg_url: str, tmp_path: Path, *, prepared_on_driver: bool = True
+) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    app = create_app(make_settings(pg_url, tmp_path, prepared_on_driver=prepared_on_driver))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
             yield client, app
+
+
+@pytest.fixture
+async def app_client(pg_url: str, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    async with serving(pg_url, tmp_path) as served:
+        yield served
 
 
 def _auth(tenant: Tenant) -> dict[str, str]:
@@ -81,25 +93,67 @@ async def test_the_deployment_has_a_read_pool_and_caches_keys(
     assert first != second
 
 
-async def test_pooled_reads_return_what_the_orm_returns(
-    app_client: tuple[httpx.AsyncClient, Any], committed: async_sessionmaker[AsyncSession]
+class StatementsThroughSQLAlchemy:
+    """Counts the statements on `table` that went through SQLAlchemy's execution (any engine):
+    none of those a prepared statement sends on the driver."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.count = 0
+
+    def __call__(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if f"FROM {self.table}" in statement:
+            self.count += 1
+
+    def since(self, before: int) -> int:
+        return self.count - before
+
+
+@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
+async def test_prepared_statements_return_what_the_plain_orm_returns(
+    pg_url: str, tmp_path: Path, committed: async_sessionmaker[AsyncSession], on_driver: bool
 ) -> None:
-    client, app = app_client
-    tenant = await TenantFactory(committed).organization("Lent")
-    for index in range(7):
-        response = await client.post(
-            "/api/v1/contacts",
-            headers=_auth(tenant),
-            json={
-                "phone_number": f"+1415555{index:04d}",
-                "name": f"Person {index} 100%_off",
-                "tags": ["vip"] if index % 2 else ["new", "x"],
-                "custom_fields": {"n": index, "nested": {"ok": True}},
-            },
-        )
-        assert response.status_code == 200, response.text
-    resources: Resources = app.state.resources
-    assert resources.read_pool is not None
+    """Every path of a prepared read (the read pool, a write session's own connection; on the
+    driver or, switched off, through SQLAlchemy) against the same statement run by a plain
+    ORM session, which never takes the driver path."""
+    tenant = await TenantFactory(committed).organization(f"Lent {on_driver}")
+    counted = StatementsThroughSQLAlchemy("contacts")
+    event.listen(Engine, "before_cursor_execute", counted)
+    try:
+        async with serving(pg_url, tmp_path, prepared_on_driver=on_driver) as (client, app):
+            for index in range(7):
+                response = await client.post(
+                    "/api/v1/contacts",
+                    headers=_auth(tenant),
+                    json={
+                        "phone_number": f"+1415555{index:04d}",
+                        "name": f"Person {index} 100%_off",
+                        "tags": ["vip"] if index % 2 else ["new", "x"],
+                        "custom_fields": {"n": index, "nested": {"ok": True}},
+                    },
+                )
+                assert response.status_code == 200, response.text
+            resources: Resources = app.state.resources
+            assert (resources.read_pool is not None) is on_driver
+            await _compare_pages(resources, committed, tenant, counted, on_driver)
+            listed = await client.get("/api/v1/contacts?tag=vip&limit=100", headers=_auth(tenant))
+            assert listed.json()["total_count"] == 3
+            assert {item["tags"][0] for item in listed.json()["data"]} == {"vip"}
+            found = await client.get(
+                f"/api/v1/contacts/{listed.json()['data'][0]['id']}", headers=_auth(tenant)
+            )
+            assert found.json()["custom_fields"]["nested"] == {"ok": True}
+    finally:
+        event.remove(Engine, "before_cursor_execute", counted)
+
+
+async def _compare_pages(
+    resources: Resources,
+    committed: async_sessionmaker[AsyncSession],
+    tenant: Tenant,
+    counted: StatementsThroughSQLAlchemy,
+    on_driver: bool,
+) -> None:
     filters_cases: list[dict[str, Any]] = [
         {"tag": None, "search": None},
         {"tag": "vip", "search": None},
@@ -109,25 +163,29 @@ async def test_pooled_reads_return_what_the_orm_returns(
     for filter_args in filters_cases:
         params = CursorParams(limit=3)
         while True:
-            async with resources.session(writes=False) as pooled_session:
-                repository = ContactRepository(pooled_session, tenant.organization_id)
-                pooled = await repository.cursor_page(params, *repository.filters(**filter_args))
+            pages = []
+            for writes in (False, True):
+                before = counted.count
+                async with resources.session(writes=writes) as service_session:
+                    repository = ContactRepository(service_session, tenant.organization_id)
+                    pages.append(
+                        await repository.cursor_page(params, *repository.filters(**filter_args))
+                    )
+                    await service_session.rollback()
+                # On the driver, SQLAlchemy never sees the statement; switched off, it does.
+                assert (counted.since(before) == 0) is on_driver
+            before = counted.count
             async with committed() as plain_session:
                 repository = ContactRepository(plain_session, tenant.organization_id)
                 orm = await repository.cursor_page(params, *repository.filters(**filter_args))
-            assert [tuple(row) for row in pooled.items] == [tuple(row) for row in orm.items]
-            assert (pooled.has_more, pooled.total_count) == (orm.has_more, orm.total_count)
-            assert all(row.created_at.utcoffset() == timedelta(0) for row in pooled.items)
-            if not pooled.has_more:
+            assert counted.since(before) > 0  # the plain ORM session: through SQLAlchemy
+            for page in pages:
+                assert [tuple(row) for row in page.items] == [tuple(row) for row in orm.items]
+                assert (page.has_more, page.total_count) == (orm.has_more, orm.total_count)
+                assert all(row.created_at.utcoffset() == timedelta(0) for row in page.items)
+            if not orm.has_more:
                 break
-            params = CursorParams(limit=3, starting_after=pooled.items[-1].id)
-    listed = await client.get("/api/v1/contacts?tag=vip&limit=100", headers=_auth(tenant))
-    assert listed.json()["total_count"] == 3
-    assert {item["tags"][0] for item in listed.json()["data"]} == {"vip"}
-    found = await client.get(
-        f"/api/v1/contacts/{listed.json()['data'][0]['id']}", headers=_auth(tenant)
-    )
-    assert found.json()["custom_fields"]["nested"] == {"ok": True}
+            params = CursorParams(limit=3, starting_after=orm.items[-1].id)
 
 
 async def test_a_read_session_is_reused_only_when_its_request_left_it_untouched(

@@ -27,7 +27,7 @@ from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import Middleware
 
 from app.config import Settings
-from app.db.runner import SessionRunner, StatementPool, StatementRunner
+from app.db.runner import DriverPool, SessionRunner, StatementRunner
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.jobs import JobBody, JobContext, Task
@@ -54,7 +54,7 @@ class JobRuntime(Middleware):
         # Sends what the sweep finds (off the loop) and knows what the broker holds.
         self.relay = relay
         self._resources: Resources | None = None
-        self._statement_pool: StatementPool | None = None
+        self._driver_pool: DriverPool | None = None
         self._shared: dict[Callable[[Settings], Any], Any] = {}
         # Jobs running on this process's loop (detached ones and a fan-out's own deliveries),
         # awaited before closing; `_room` bounds them (taken from any thread).
@@ -97,9 +97,10 @@ class JobRuntime(Middleware):
     async def statements(self, *, transaction: bool = True) -> AsyncIterator[StatementRunner]:
         """A runner for a few hot statements (app/db/runner.py): a driver connection on
         PostgreSQL, whose statements commit together when `transaction` is set and one by one
-        otherwise; elsewhere a session, always one transaction committed at the end."""
-        if self._statement_pool is not None:
-            async with self._statement_pool.runner(transaction=transaction) as runner:
+        otherwise; elsewhere (or with SWITCHBOARD_PREPARED_ON_DRIVER=false) a session, always
+        one transaction committed at the end."""
+        if self._driver_pool is not None:
+            async with self._driver_pool.runner(transaction=transaction) as runner:
                 yield runner
             return
         async with self.resources.session(writes=True) as session:
@@ -111,14 +112,25 @@ class JobRuntime(Middleware):
         self._loop = asyncio.get_running_loop()
         self._resources = Resources.from_settings(self.settings, serves_api=False)
         engine = self._resources.engine
-        if engine is not None and engine.dialect.driver == "asyncpg":
+        if (
+            engine is not None
+            and engine.dialect.driver == "asyncpg"
+            and self.settings.prepared_on_driver
+        ):
             # Every worker thread may hold one connection, plus the sweep, plus local jobs:
             # those hold one only for their statements (never across an HTTP call), so a
             # fraction of them keeps the pool from becoming the queue.
             size = self.settings.worker_threads + 1 + min(self.settings.worker_local_jobs, 16)
-            pool = StatementPool(self.settings.database_url, engine.dialect, size)
+            # Commits return before the WAL reaches the disk (PostgreSQL stays consistent; a
+            # crash may forget the last fraction of a second). Safe here because every job
+            # statement is redone when lost: the job's row goes back to pending and runs again
+            # (at worst a webhook is delivered twice, with the same webhook-id). Each commit
+            # otherwise waited for an fsync, which capped a worker at ~200 deliveries/s.
+            pool = DriverPool(
+                self.settings.database_url, engine.dialect, size, synchronous_commit=False
+            )
             await pool.open()
-            self._statement_pool = pool
+            self._driver_pool = pool
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     def hand_over(self, refs: Sequence[outbox.JobRef]) -> None:
@@ -180,9 +192,9 @@ class JobRuntime(Middleware):
             if close is not None:
                 await close()
         self._shared.clear()
-        if self._statement_pool is not None:
-            await self._statement_pool.close()
-            self._statement_pool = None
+        if self._driver_pool is not None:
+            await self._driver_pool.close()
+            self._driver_pool = None
         if self._resources is not None:
             await self._resources.aclose()
             self._resources = None

@@ -9,7 +9,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.models import ApiKey
-from app.db.prepared import PreparedRead
+from app.db.prepared import PreparedStatement
 from app.kit.repository import OrgScopedRepository
 
 CREDENTIAL_COLUMNS = (
@@ -24,7 +24,7 @@ CREDENTIAL_COLUMNS = (
 )
 
 
-_FIND_BY_HASH = PreparedRead(
+_FIND_BY_HASH = PreparedStatement(
     select(*CREDENTIAL_COLUMNS).where(ApiKey.key_hash == bindparam("key_hash"))
 )
 

@@ -1,4 +1,4 @@
-"""Read-only queries on campaigns and their recipient ledger, for dashboards and exports.
+"""Read-only queries on campaigns' recipient ledger, for dashboards and exports.
 
 The dispatch path owns every write (app/campaigns/repository.py); these statements only read.
 Ledger rows carry no organization: callers pass campaign ids they got from an
@@ -16,9 +16,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.campaigns.models import Campaign, CampaignRecipient
-from app.contacts.models import Contact
-from app.contacts.repository import ContactRepository
+from app.campaigns.models import CampaignRecipient
 
 RECIPIENT_COLUMNS = (
     CampaignRecipient.campaign_id,
@@ -33,17 +31,6 @@ RECIPIENT_COLUMNS = (
     CampaignRecipient.delivered_at,
     CampaignRecipient.read_at,
     CampaignRecipient.failed_at,
-)
-PROGRESS_COLUMNS = (
-    Campaign.id,
-    Campaign.status,
-    Campaign.total_contacts_count,
-    Campaign.sent_count,
-    Campaign.delivered_count,
-    Campaign.read_count,
-    Campaign.failed_count,
-    Campaign.started_at,
-    Campaign.completed_at,
 )
 
 
@@ -159,28 +146,3 @@ async def export_batch(
         .limit(size)
     )
     return list(rows.all())
-
-
-async def progress_row(session: AsyncSession, organization_id: str, campaign_id: str) -> Any:
-    """The campaign's status and counters by primary key (None once it is gone)."""
-    rows = await session.execute(
-        select(*PROGRESS_COLUMNS).where(
-            Campaign.id == campaign_id, Campaign.organization_id == organization_id
-        )
-    )
-    return rows.first()
-
-
-async def contact_rows(
-    session: AsyncSession, organization_id: str, contact_ids: Sequence[str]
-) -> dict[str, Any]:
-    """The organization's contacts among `contact_ids`, by id (deleted ones are absent)."""
-    if not contact_ids:
-        return {}
-    rows = await session.execute(
-        select(*ContactRepository.list_columns).where(
-            Contact.organization_id == organization_id,
-            Contact.id.in_(list(dict.fromkeys(contact_ids))),
-        )
-    )
-    return {row.id: row for row in rows.all()}

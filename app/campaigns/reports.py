@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.subject import Subject
 from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
+from app.campaigns.repository import CampaignRepository
+from app.contacts.repository import ContactRepository
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import MAX_LIMIT, CursorPage
@@ -127,7 +129,7 @@ async def recipient_contacts(
     session: AsyncSession, subject: Subject, contact_ids: Sequence[str]
 ) -> dict[str, Any]:
     """The caller's organization's contacts among `contact_ids`, by id (deleted ones absent)."""
-    return await ledger_reads.contact_rows(session, subject.organization_id, contact_ids)
+    return await ContactRepository(session, subject.organization_id).rows_by_ids(contact_ids)
 
 
 # --- stats and progress ----------------------------------------------------------------------
@@ -209,7 +211,7 @@ async def reread_progress(
 ) -> ProgressSnapshot | None:
     """One primary-key read of the campaign row, in a short session of its own."""
     async with open_session() as session:
-        row = await ledger_reads.progress_row(session, organization_id, campaign_id)
+        row = await CampaignRepository(session, organization_id).progress_row(campaign_id)
     return None if row is None else _snapshot(row)
 
 

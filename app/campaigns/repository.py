@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Table,
     case,
     exists,
     func,
@@ -36,6 +37,19 @@ from app.db import lists
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import OrgScopedRepository
 
+# What a progress snapshot reads (campaignProgress re-reads it while the campaign runs).
+PROGRESS_COLUMNS = (
+    Campaign.id,
+    Campaign.status,
+    Campaign.total_contacts_count,
+    Campaign.sent_count,
+    Campaign.delivered_count,
+    Campaign.read_count,
+    Campaign.failed_count,
+    Campaign.started_at,
+    Campaign.completed_at,
+)
+
 
 class CampaignRepository(OrgScopedRepository[Campaign]):
     model = Campaign
@@ -47,9 +61,7 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
         conditions: list[ColumnElement[bool]] = [self._org_bound()]
         if status is not None:
             conditions.append(Campaign.status == status)
-        total = (
-            await self._execute(select(func.count()).select_from(Campaign).where(*conditions))
-        ).scalar()
+        total = await self._execute(select(func.count()).select_from(Campaign).where(*conditions))
         rows = await self._execute(
             select(*self.list_columns)
             .where(*conditions)
@@ -57,16 +69,31 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             .limit(params.size)
             .offset(params.offset)
         )
-        return NumberedPage(list(rows.all()), int(total or 0), params)
+        return NumberedPage(list(rows.all()), int(total.scalar() or 0), params)
+
+    async def first_on_channel(self, channel_id: str, statuses: Sequence[str]) -> Any | None:
+        """The oldest campaign (name, status) of the channel in one of `statuses`."""
+        rows = await self._execute(
+            self.scoped(select(Campaign.name, Campaign.status))
+            .where(Campaign.chat_phone_number_id == channel_id, Campaign.status.in_(statuses))
+            .order_by(Campaign.created_at)
+            .limit(1)
+        )
+        return rows.first()
+
+    async def progress_row(self, campaign_id: str) -> Any | None:
+        """The campaign's status and counters by primary key (None once it is gone)."""
+        rows = await self._execute(
+            self.scoped(select(*PROGRESS_COLUMNS)).where(Campaign.id == campaign_id)
+        )
+        return rows.first()
 
     async def contacts_outside(self, contact_ids: Sequence[str]) -> list[str]:
         """The ids of `contact_ids` that are not contacts of this organization."""
-        found = await self.session.scalars(
-            select(Contact.id).where(
-                Contact.organization_id == self.organization_id, Contact.id.in_(contact_ids)
-            )
+        found = await self._execute(
+            self.scoped(select(Contact.id), Contact).where(Contact.id.in_(contact_ids))
         )
-        present = set(found.all())
+        present = set(found.scalars().all())
         return [contact_id for contact_id in contact_ids if contact_id not in present]
 
     async def resolve_audience(self, campaign: Campaign) -> int:
@@ -79,7 +106,7 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             Contact.name,
             Contact.custom_fields,
             literal(RecipientStatus.PENDING.value, String()).label("status"),
-        ).where(Contact.organization_id == self.organization_id)
+        ).where(self._org_bound(Contact))
         if campaign.audience_type == AudienceType.TAGS:
             source = source.where(self._has_any_tag(list(campaign.audience_tags or [])))
         elif campaign.audience_type == AudienceType.MANUAL:
@@ -87,8 +114,10 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
         # In contact id order: the ledger's indexes (all led by the campaign and ordered by
         # contact id) then grow at their right edge instead of splitting pages everywhere.
         source = source.order_by(Contact.id)
-        result = await self.session.execute(
-            insert(CampaignRecipient).from_select(
+        # The table's Core insert: given parameters (the tenant's), an ORM insert would take
+        # them for rows to insert.
+        result = await self._execute(
+            insert(cast(Table, CampaignRecipient.__table__)).from_select(
                 ["campaign_id", "contact_id", "phone_number", "name", "custom_fields", "status"],
                 source,
             )

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
@@ -36,6 +35,7 @@ from app.campaigns.schemas import (
 )
 from app.channels import service as channels
 from app.channels.models import Channel
+from app.channels.repository import ChannelRepository
 from app.events.service import emit, emit_many
 from app.integrations.whatsapp.types import TemplateMessage
 from app.integrations.whatsapp.validator import _variables as template_variables
@@ -242,20 +242,13 @@ async def delete_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     await session.flush()
 
 
-async def refuse_channel_deletion_in_use(session: AsyncSession, channel_id: str) -> None:
+async def refuse_channel_deletion_in_use(
+    session: AsyncSession, subject: Subject, channel_id: str
+) -> None:
     """A channel whose campaign is scheduled, sending or paused cannot be deleted (its
     recipients would be lost mid-send); drafts and finished campaigns go with it."""
-    active = (
-        await session.execute(
-            select(Campaign.name, Campaign.status)
-            .where(
-                Campaign.chat_phone_number_id == channel_id,
-                Campaign.status.in_([status.value for status in _CANCELLABLE]),
-            )
-            .order_by(Campaign.created_at)
-            .limit(1)
-        )
-    ).first()
+    repository = CampaignRepository(session, subject.organization_id)
+    active = await repository.first_on_channel(channel_id, [s.value for s in _CANCELLABLE])
     if active is not None:
         raise InvalidState(
             f"Cannot delete channel: campaign {active.name!r} is in {active.status} state; "
@@ -451,9 +444,13 @@ async def plan_dispatch(
         await _enter_sending(session, campaign)
     if campaign.status != CampaignStatus.SENDING:
         return None
-    channel = await session.get(Channel, campaign.chat_phone_number_id)
+    channel = await ChannelRepository(session, campaign.organization_id).get(
+        campaign.chat_phone_number_id
+    )
     template = (
-        await session.get(MessageTemplate, campaign.message_template_id)
+        await TemplateRepository(session, campaign.organization_id).get(
+            campaign.message_template_id
+        )
         if campaign.message_template_id
         else None
     )
@@ -556,7 +553,7 @@ async def _reconcile_claims(
     )
     if failed:
         await ledger.add_to_counters(session, campaign_id, (0, 0, 0, len(failed)))
-        campaign = await session.get(Campaign, campaign_id)
+        campaign = await ledger.campaign_by_id(session, campaign_id)
         assert campaign is not None
         await emit_many(
             session, campaign, [(MESSAGE_FAILED, recipient_to_public(row)) for row in failed]
@@ -639,7 +636,7 @@ async def apply_status(
     await ledger.add_to_counters(
         session, recipient.campaign_id, ledger.counter_delta(current, recipient.status)
     )
-    campaign = await session.get(Campaign, recipient.campaign_id)
+    campaign = await ledger.campaign_by_id(session, recipient.campaign_id)
     if campaign is None:
         return True
     for event in events:

@@ -34,13 +34,11 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.campaigns import repository as ledger
 from app.campaigns import service
@@ -186,8 +184,9 @@ class _Retry:
 
 
 class LiveRun:
-    """One live dispatch run: claims, sends and settles on the worker's event loop. Every
-    database step runs from `run` itself, one at a time (sends never touch the database)."""
+    """One live dispatch run: claims, sends and settles on the worker's event loop. Claims
+    (up to CLAIMS_IN_FLIGHT) and settles overlap the sends, each in a session of its own from
+    the pool; sends never touch the database."""
 
     def __init__(self, resources: Resources, plan: Plan, sender: BulkMessageSender) -> None:
         self.resources = resources
@@ -208,8 +207,6 @@ class LiveRun:
         self._claiming_grants = 0
         self._pending_left = True
         self._stopped = False
-        bind = resources.sessionmaker.kw.get("bind")
-        self._shared_connection = asyncio.Lock() if isinstance(bind, AsyncConnection) else None
 
     async def run(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -289,17 +286,8 @@ class LiveRun:
                 return
         await self._start(claimed, retried if not self._stopped else [])
 
-    @contextlib.asynccontextmanager
-    async def _turn(self) -> AsyncIterator[None]:
-        """Sessions bound to one shared connection (tests) take turns; pooled ones overlap."""
-        if self._shared_connection is None:
-            yield
-            return
-        async with self._shared_connection:
-            yield
-
     async def _claim(self, count: int) -> list[Any]:
-        async with self._turn(), self.resources.session(writes=True) as session:
+        async with self.resources.session(writes=True) as session:
             claimed = await ledger.claim_pending(
                 session, self.plan.campaign_id, count, utcnow(), after=self._cursor
             )
@@ -310,7 +298,7 @@ class LiveRun:
         return claimed
 
     async def _still_sending(self) -> bool:
-        async with self._turn(), self.resources.session(writes=False) as session:
+        async with self.resources.session(writes=False) as session:
             status = await ledger.campaign_status(session, self.plan.campaign_id)
         return status == CampaignStatus.SENDING
 
@@ -396,7 +384,7 @@ class LiveRun:
             await asyncio.wait_for(self._changed.wait(), seconds)
 
     async def _settle(self, outcomes: list[Outcome], unsent: list[str] | None = None) -> None:
-        async with self._turn(), self.resources.session(writes=True) as session:
+        async with self.resources.session(writes=True) as session:
             if self.resources.dialect_name == "postgresql":
                 # The claims commit durably; a settle lost to a database crash leaves its rows
                 # claimed, and they are reconciled (failed as unconfirmed), never resent.

@@ -187,6 +187,6 @@ async def delete_channel(session: AsyncSession, subject: Subject, channel_id: st
     channel = await get_channel_for_use(session, subject, channel_id)
     from app.campaigns.service import refuse_channel_deletion_in_use  # campaigns import us
 
-    await refuse_channel_deletion_in_use(session, channel.id)
+    await refuse_channel_deletion_in_use(session, subject, channel.id)
     await ChannelRepository(session, subject).delete(channel)
     await session.flush()

@@ -76,9 +76,21 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.updated_at,
     )
 
+    async def rows_by_ids(self, contact_ids: Sequence[str]) -> dict[str, Any]:
+        """The organization's contacts among `contact_ids` (list_columns), by id; ids of other
+        organizations' or deleted contacts are absent."""
+        if not contact_ids:
+            return {}
+        rows = await self._execute(
+            self.scoped(select(*self.list_columns)).where(
+                Contact.id.in_(list(dict.fromkeys(contact_ids)))
+            )
+        )
+        return {row.id: row for row in rows.all()}
+
     async def by_phone_number(self, phone_number: str) -> Contact | None:
         """The organization's contact for an E.164 number (the oldest, should there be
-        several): who a call or an inbound message is with."""
+        several; numbers need not be unique): who a call or an inbound message is with."""
         result = await self._execute(
             self.scoped(select(Contact))
             .where(Contact.phone_number == phone_number)

@@ -28,10 +28,7 @@ from app.contacts import service as contacts
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
-from app.conversations.repository import (
-    MessageRepository,
-    message_by_platform_id,
-)
+from app.conversations.repository import MessageRepository, message_by_platform_id
 from app.conversations.schemas import MessageSend, message_to_public
 from app.events.service import emit
 from app.inbox import service as inbox

@@ -1,11 +1,14 @@
-"""Hot reads as statements built once per shape and compiled once per dialect.
+"""Hot statements built once per shape and compiled once per dialect.
 
 Building a SELECT, computing its cache key and running it through the ORM session costs
 several times the query itself (measured: ~4x the CPU of the raw driver for a 20-row page).
-A `PreparedRead` is built once and compiled once; on PostgreSQL it runs on the session's own
-asyncpg connection (same transaction when one is open) as a driver-prepared statement, with
-SQLAlchemy's own bind and result processors applied, so values match what the ORM returns.
-Other dialects execute the cached statement through the session.
+A `PreparedStatement` (a read, or a write with or without RETURNING) is built once and
+compiled once. In the sessions the service opens on PostgreSQL (`Resources.session`) it runs
+on the asyncpg driver, on the session's own connection (same transaction when one is open) or
+on a read-only request's `DriverPool`, as a driver-prepared statement with SQLAlchemy's own
+bind and result processors applied, so values match what the ORM returns. Anywhere else
+(SQLite, a session the service did not mark, SWITCHBOARD_PREPARED_ON_DRIVER=false) the cached
+statement runs through the session like any ORM query.
 
 A prepared statement outlives the request that built it, so it may carry no values: every
 bound parameter is named and valueless (`bindparam("org_id")`), its value given at each
@@ -22,25 +25,31 @@ from collections import namedtuple
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import asyncpg
 from sqlalchemy import ColumnElement, Integer, Select, String, false, literal_column, null, true
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
-from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import _anonymous_label
 
-from app.kit.jsonutil import loads_text
+if TYPE_CHECKING:
+    from app.db.runner import DriverPool
 
 # Shapes come from code (repository x variant x filter names), never from input, so the
 # cache stays small; the cap only guards against a programming error.
 _MAX_SHAPES = 4096
 
 
+# Session.info keys: the DriverPool a read-only request's prepared statements go to, and the
+# mark of a session whose prepared statements run on its own asyncpg connection.
+READ_POOL = "switchboard.read_pool"
+ON_DRIVER = "switchboard.prepared_on_driver"
+
+
 @dataclass(frozen=True, slots=True)
-class _CompiledRead:
+class _Compiled:
     sql: str
     # Bound value names in placeholder order ($1, $2, ...); a name may repeat.
     positions: tuple[str, ...]
@@ -74,34 +83,36 @@ class _CompiledRead:
         return [new(row_type, record) for record in records]
 
 
-class PreparedRead:
-    """One SELECT (or INSERT/UPDATE/DELETE, with or without RETURNING); rows answer attribute
-    access by column key on every dialect."""
+class PreparedStatement:
+    """One SELECT, or INSERT/UPDATE/DELETE with or without RETURNING; rows answer attribute
+    access by column key on every path."""
 
     def __init__(self, statement: Select[*tuple[Any, ...]] | UpdateBase) -> None:
         # Checked at construction, on the production dialect, whichever one runs it later.
         _refuse_values(statement.compile(dialect=_CHECK_DIALECT))
         self.statement = statement
-        self._compiled: dict[str, _CompiledRead] = {}
+        self._compiled: dict[str, _Compiled] = {}
 
-    def compiled(self, dialect: Dialect) -> _CompiledRead:
+    def compiled(self, dialect: Dialect) -> _Compiled:
         found = self._compiled.get(dialect.name)
         if found is None:
             found = self._compiled[dialect.name] = self._compile(dialect)
         return found
 
-    def _compile(self, dialect: Dialect) -> _CompiledRead:
+    def _compile(self, dialect: Dialect) -> _Compiled:
         compiled: Any = self.statement.compile(dialect=dialect)
         _refuse_values(compiled)
         # bind_names maps each bound parameter to the name its placeholder was rendered with.
         bind_names: dict[Any, str] = compiled.bind_names
         if any(bind.expanding for bind in bind_names):
-            raise ValueError("expanding (IN list) parameters are not supported in PreparedRead")
+            raise ValueError(
+                "expanding (IN list) parameters are not supported in PreparedStatement"
+            )
         if compiled.insert_prefetch or compiled.update_prefetch:
             # Python-side column defaults (onupdate=utcnow...) run in SQLAlchemy's execution,
             # which the driver path skips: such columns must be given explicitly.
             missing = [c.key for c in (*compiled.insert_prefetch, *compiled.update_prefetch)]
-            raise ValueError(f"give these columns explicitly in a PreparedRead: {missing}")
+            raise ValueError(f"give these columns explicitly in a PreparedStatement: {missing}")
         processors = {}
         for bind, name in bind_names.items():
             processor = bind.type._cached_bind_processor(dialect)
@@ -118,7 +129,7 @@ class PreparedRead:
             processor = column.type._cached_result_processor(dialect, None)
             if processor is not None:
                 result_processors.append((index, processor))
-        return _CompiledRead(
+        return _Compiled(
             sql=str(compiled),
             positions=tuple(compiled.positiontup or ()),
             bind_processors=processors,
@@ -127,18 +138,18 @@ class PreparedRead:
         )
 
     async def all(self, session: AsyncSession, params: dict[str, Any]) -> list[Any]:
-        read_pool: ReadPool | None = session.info.get(READ_POOL)
+        info = session.info
+        read_pool: DriverPool | None = info.get(READ_POOL)
         if read_pool is not None:
             compiled = self.compiled(read_pool.dialect)
-            records = await read_pool.fetch(compiled.sql, compiled.arguments(params))
-        else:
+            return compiled.rows(await read_pool.fetch(compiled.sql, compiled.arguments(params)))
+        if info.get(ON_DRIVER):
             connection = await session.connection()
-            if connection.dialect.driver != "asyncpg":
-                return list((await session.execute(self.statement, params)).all())
-            compiled = self.compiled(connection.dialect)
-            driver: Any = (await connection.get_raw_connection()).driver_connection
-            records = await driver.fetch(compiled.sql, *compiled.arguments(params))
-        return compiled.rows(records)
+            if connection.dialect.driver == "asyncpg":
+                compiled = self.compiled(connection.dialect)
+                driver: Any = (await connection.get_raw_connection()).driver_connection
+                return compiled.rows(await driver.fetch(compiled.sql, *compiled.arguments(params)))
+        return list((await session.execute(self.statement, params)).all())
 
     async def first(self, session: AsyncSession, params: dict[str, Any]) -> Any | None:
         rows = await self.all(session, params)
@@ -179,73 +190,11 @@ def constant(value: str | int | bool | None) -> ColumnElement[Any]:
     return literal_column(f"'{value}'", String())
 
 
-# Session.info key of the ReadPool a read-only request's prepared reads go to.
-READ_POOL = "switchboard.read_pool"
-
-
-class NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
-    """Borrowers that change no session state (read-only requests, job statements that always
-    end their transactions) skip asyncpg's reset round trip (advisory unlock, CLOSE ALL,
-    UNLISTEN, RESET ALL) on every release."""
-
-    def get_reset_query(self) -> str:
-        return ""
-
-
-class ReadPool:
-    """Driver connections for the prepared reads of read-only requests on PostgreSQL.
-
-    A read-only request (REST GET, GraphQL query) would otherwise pay for an ORM session's
-    connection checkout, autobegin and commit (measured: ~45% of a 20-row list request).
-    Its session carries this pool (`attach`); each prepared read holds a connection only for
-    its own round trip, so a slow client never pins one (holding one per request made
-    waiters starve under load: asyncio queues are not fair). Anything else the request does
-    through the session still checks out a normal ORM connection. Codecs decode values the
-    same way SQLAlchemy's asyncpg dialect does, so rows are the same either way.
-    """
-
-    def __init__(self, url: str, dialect: Dialect, size: int) -> None:
-        self.dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
-        self.dialect = dialect
-        self._size = size
-        self._pool: Any = None
-
-    async def open(self) -> None:
-        self._pool = await asyncpg.create_pool(
-            self.dsn,
-            min_size=1,
-            max_size=self._size,
-            connection_class=NoResetConnection,
-            init=set_json_codecs,
-        )
-
-    def attach(self, session: AsyncSession) -> None:
-        session.info[READ_POOL] = self
-
-    async def fetch(self, sql: str, arguments: list[Any]) -> list[Any]:
-        records: list[Any] = await self._pool.fetch(sql, *arguments)
-        return records
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-
-
-async def set_json_codecs(connection: Any) -> None:
-    # Values decode to what SQLAlchemy's asyncpg dialect returns (json_deserializer=orjson);
-    # text format lets orjson parse straight from the driver with no Python wrapper per value.
-    # Bind values arrive already serialized by SQLAlchemy's JSON bind processors.
-    for type_name in ("json", "jsonb"):
-        await connection.set_type_codec(
-            type_name, encoder=str, decoder=loads_text, schema="pg_catalog", format="text"
-        )
-
-
-_shapes: dict[Hashable, PreparedRead] = {}
+_shapes: dict[Hashable, PreparedStatement] = {}
 _shapes_lock = Lock()
 
 
-def prepared(shape: Hashable, build: Callable[[], Select[Any]]) -> PreparedRead:
+def prepared(shape: Hashable, build: Callable[[], Select[Any]]) -> PreparedStatement:
     """The statement of `shape`, built by `build` the first time it is asked for."""
     found = _shapes.get(shape)
     if found is not None:
@@ -255,5 +204,5 @@ def prepared(shape: Hashable, build: Callable[[], Select[Any]]) -> PreparedRead:
         if found is None:
             if len(_shapes) >= _MAX_SHAPES:
                 raise RuntimeError("too many prepared statement shapes: is a key built from input?")
-            found = _shapes[shape] = PreparedRead(build())
+            found = _shapes[shape] = PreparedStatement(build())
         return found

@@ -1,12 +1,15 @@
-"""Where the job engine's hot statements run: a raw asyncpg connection, or an ORM session.
+"""Prepared statements outside the ORM session: asyncpg pools, and runners for the job engine.
 
 A webhook delivery is a handful of one-row statements. Through an AsyncSession each
 transaction costs ~1.2 ms of CPU (session, pool checkout, greenlet switches, commit) against
 ~0.1 ms for the same statement on the driver, which made the session the bottleneck of
-delivery throughput. The statements are SQLAlchemy Core built once (`PreparedRead`), so
+delivery throughput. The statements are SQLAlchemy Core built once (`PreparedStatement`), so
 both runners execute the same SQL: on PostgreSQL `DriverRunner` sends it on an asyncpg
-connection of the worker's `StatementPool`; elsewhere (SQLite) `SessionRunner` executes it
-through the session.
+connection of the worker's `DriverPool`; elsewhere (SQLite, or with
+SWITCHBOARD_PREPARED_ON_DRIVER=false) `SessionRunner` executes it through the session.
+
+A read-only API request on PostgreSQL sends its prepared reads to the API process's
+`DriverPool` the same way (app/resources.py).
 """
 
 from __future__ import annotations
@@ -19,47 +22,54 @@ import asyncpg
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.prepared import NoResetConnection, PreparedRead, set_json_codecs
+from app.db.prepared import READ_POOL, PreparedStatement
+from app.kit.jsonutil import loads_text
 
 
 class StatementRunner(Protocol):
     # True where several writes can be one statement (data-modifying CTEs: PostgreSQL).
     combines_writes: bool
 
-    async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]: ...
+    async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]: ...
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
+    async def execute(self, statement: PreparedStatement, params: dict[str, Any]) -> int:
         """Run a write; the number of rows it changed."""
         ...
 
     async def execute_many(
-        self, statement: PreparedRead, params: Sequence[dict[str, Any]]
+        self, statement: PreparedStatement, params: Sequence[dict[str, Any]]
     ) -> None: ...
 
 
 class SessionRunner:
     """Statements through an ORM session: in its transaction, committed by its owner."""
 
+    # Never, PostgreSQL included (SWITCHBOARD_PREPARED_ON_DRIVER=false): through SQLAlchemy,
+    # a parameter named like a column of an UPDATE inside a data-modifying CTE becomes an
+    # extra SET of it, so a combined statement runs only on the driver.
+    combines_writes = False
+
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
         self._dialect = session.get_bind().dialect
-        self.combines_writes = self._dialect.name == "postgresql"
 
-    def _own(self, statement: PreparedRead, params: dict[str, Any]) -> dict[str, Any]:
+    def _own(self, statement: PreparedStatement, params: dict[str, Any]) -> dict[str, Any]:
         # Only the statement's own bound names: SQLAlchemy turns any other key that names a
         # column into an extra SET/VALUES entry of an UPDATE/INSERT.
         names = statement.compiled(self._dialect).positions
         return {name: value for name, value in params.items() if name in names}
 
-    async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]:
+    async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]:
         result = await self.session.execute(statement.statement, self._own(statement, params))
         return list(result.all())
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
+    async def execute(self, statement: PreparedStatement, params: dict[str, Any]) -> int:
         result = await self.session.execute(statement.statement, self._own(statement, params))
         return int(getattr(result, "rowcount", 0))
 
-    async def execute_many(self, statement: PreparedRead, params: Sequence[dict[str, Any]]) -> None:
+    async def execute_many(
+        self, statement: PreparedStatement, params: Sequence[dict[str, Any]]
+    ) -> None:
         if params:
             rows = [self._own(statement, each) for each in params]
             await self.session.execute(statement.statement, rows)
@@ -74,19 +84,21 @@ class DriverRunner:
         self._connection = connection
         self._dialect = dialect
 
-    async def fetch(self, statement: PreparedRead, params: dict[str, Any]) -> list[Any]:
+    async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]:
         compiled = statement.compiled(self._dialect)
         records = await self._connection.fetch(compiled.sql, *compiled.arguments(params))
         return [compiled.row(record) for record in records]
 
-    async def execute(self, statement: PreparedRead, params: dict[str, Any]) -> int:
+    async def execute(self, statement: PreparedStatement, params: dict[str, Any]) -> int:
         compiled = statement.compiled(self._dialect)
         status: str = await self._connection.execute(compiled.sql, *compiled.arguments(params))
         # The command tag: "UPDATE 1", "DELETE 0", "INSERT 0 1".
         tail = status.rsplit(" ", 1)[-1]
         return int(tail) if tail.isdigit() else 0
 
-    async def execute_many(self, statement: PreparedRead, params: Sequence[dict[str, Any]]) -> None:
+    async def execute_many(
+        self, statement: PreparedStatement, params: Sequence[dict[str, Any]]
+    ) -> None:
         if params:
             compiled = statement.compiled(self._dialect)
             await self._connection.executemany(
@@ -94,29 +106,71 @@ class DriverRunner:
             )
 
 
-class StatementPool:
-    """asyncpg connections for a worker's hot statements on PostgreSQL."""
+def driver_dsn(url: str) -> str:
+    """The asyncpg DSN of a SQLAlchemy PostgreSQL URL."""
+    return make_url(url).set(drivername="postgresql").render_as_string(False)
 
-    def __init__(self, url: str, dialect: Dialect, size: int) -> None:
-        self._dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
-        self._dialect = dialect
+
+class NoResetConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Borrowers that change no session state (read-only requests, job statements that always
+    end their transactions) skip asyncpg's reset round trip (advisory unlock, CLOSE ALL,
+    UNLISTEN, RESET ALL) on every release."""
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
+async def set_json_codecs(connection: Any) -> None:
+    # Values decode to what SQLAlchemy's asyncpg dialect returns (json_deserializer=orjson);
+    # text format lets orjson parse straight from the driver with no Python wrapper per value.
+    # Bind values arrive already serialized by SQLAlchemy's JSON bind processors.
+    for type_name in ("json", "jsonb"):
+        await connection.set_type_codec(
+            type_name, encoder=str, decoder=loads_text, schema="pg_catalog", format="text"
+        )
+
+
+class DriverPool:
+    """asyncpg connections for prepared statements on PostgreSQL, beside the ORM's pool.
+
+    Codecs decode values the same way SQLAlchemy's asyncpg dialect does, so rows are the same
+    either way. Two users:
+
+    - A read-only API request (REST GET, GraphQL query) would otherwise pay for an ORM
+      session's connection checkout, autobegin and commit (measured: ~45% of a 20-row list
+      request). Its session carries the pool (`attach`); each prepared read holds a connection
+      only for its own round trip (`fetch`), so a slow client never pins one (holding one per
+      request made waiters starve under load: asyncio queues are not fair). Anything else the
+      request does through the session still checks out a normal ORM connection.
+    - A worker's hot job statements (`runner`).
+    """
+
+    def __init__(
+        self, url: str, dialect: Dialect, size: int, *, synchronous_commit: bool = True
+    ) -> None:
+        self.dsn = driver_dsn(url)
+        self.dialect = dialect
         self._size = size
+        self._server_settings = {} if synchronous_commit else {"synchronous_commit": "off"}
         self._pool: Any = None
 
     async def open(self) -> None:
         self._pool = await asyncpg.create_pool(
-            self._dsn,
+            self.dsn,
             min_size=1,
             max_size=self._size,
             connection_class=NoResetConnection,
             init=set_json_codecs,
-            # Commits return before the WAL reaches the disk (PostgreSQL stays consistent; a
-            # crash may forget the last fraction of a second). Safe here because every job
-            # statement is redone when lost: the job's row goes back to pending and runs again
-            # (at worst a webhook is delivered twice, with the same webhook-id). Each commit
-            # otherwise waited for an fsync, which capped a worker at ~200 deliveries/s.
-            server_settings={"synchronous_commit": "off"},
+            server_settings=self._server_settings,
         )
+
+    def attach(self, session: AsyncSession) -> None:
+        """The session's prepared reads go to this pool (app/db/prepared.py)."""
+        session.info[READ_POOL] = self
+
+    async def fetch(self, sql: str, arguments: list[Any]) -> list[Any]:
+        records: list[Any] = await self._pool.fetch(sql, *arguments)
+        return records
 
     @asynccontextmanager
     async def runner(self, *, transaction: bool) -> AsyncIterator[DriverRunner]:
@@ -125,9 +179,9 @@ class StatementPool:
         async with self._pool.acquire() as connection:
             if transaction:
                 async with connection.transaction():
-                    yield DriverRunner(connection, self._dialect)
+                    yield DriverRunner(connection, self.dialect)
             else:
-                yield DriverRunner(connection, self._dialect)
+                yield DriverRunner(connection, self.dialect)
 
     async def close(self) -> None:
         if self._pool is not None:

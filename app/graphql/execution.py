@@ -206,6 +206,13 @@ def _plan_key(grouped_field_set: GroupedFieldSet) -> _PlanKey:
     )
 
 
+def _enabled(context: Any) -> bool:
+    """False when the request's settings turn the fast executor off (SWITCHBOARD_GRAPHQL_
+    FAST_EXECUTOR); a schema run without the service's context (tests) keeps it on."""
+    resources = getattr(context, "resources", None)
+    return resources is None or resources.settings.graphql_fast_executor
+
+
 class FastExecutionContext(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's executor with a resolver-free path for objects of plain fields."""
 
@@ -217,8 +224,11 @@ class FastExecutionContext(StrawberryGraphQLCoreExecutionContext):
             tuple[GraphQLObjectType, int], tuple[GroupedFieldSet, _Plan | None]
         ] = {}
         manager = self.middleware_manager
-        # Middleware (extensions with a `resolve` hook) must see every field.
-        self._fast_path = manager is None or not manager.middlewares
+        # Middleware (extensions with a `resolve` hook) must see every field; the setting
+        # turns the fast path off (app/config.py), e.g. to rule it out after an upgrade.
+        self._fast_path = (manager is None or not manager.middlewares) and _enabled(
+            self.context_value
+        )
 
     def execute_fields(
         self,

@@ -39,7 +39,6 @@ from app.graphql.inputs import provided
 from app.graphql.pagination import Connection, ListPage, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
-from app.kit.binding import late_bound
 from app.kit.errors import DomainError, NotFound, RequestValidationFailed
 from app.kit.validation import parse_model
 
@@ -122,7 +121,6 @@ def list_field(
 ) -> Any:
     """A root `<nodes>(first, after, last, before)` connection field: `list_page` is the
     service call that reads one page, `as_node` turns a row into a node. Plannable."""
-    list_page = late_bound(list_page)
 
     @plannable
     async def resolve(
@@ -151,7 +149,6 @@ def node_field(
 ) -> Any:
     """A root `<node>(id)` field: the node, or null when the organization has none with that
     id (see `node_or_none`). Plannable."""
-    get = late_bound(get)
 
     @plannable
     async def resolve(self: Any, info: Info[Context, None], id: strawberry.ID) -> Any:
@@ -259,7 +256,7 @@ class DomainMutations:
         """`create<Name>(input)`: `write(session, subject, data)` returns the new node.
         `guards_urls`: the input carries user-supplied URLs, so `write` also takes the
         outbound URL guard's switch (`allow_private=`)."""
-        kit, write = self, late_bound(write)
+        kit = self
 
         async def resolve(self: Any, info: Info[Context, None], input: Any) -> Payload:
             return await kit.save(info, model, input, _url_policy(write, info, guards_urls))
@@ -278,7 +275,7 @@ class DomainMutations:
     ) -> Any:
         """`update<Name>(id, input)`: `write(session, subject, id, data)` returns the node;
         `guards_urls` as in `create_field`."""
-        kit, write = self, late_bound(write)
+        kit = self
 
         async def resolve(
             self: Any, info: Info[Context, None], id: strawberry.ID, input: Any
@@ -298,7 +295,7 @@ class DomainMutations:
         self, remove: Callable[[AsyncSession, Subject, str], Awaitable[object]]
     ) -> Any:
         """`delete<Name>(id)`: `remove(session, subject, id)`; see `delete`."""
-        kit, remove = self, late_bound(remove)
+        kit = self
 
         async def resolve(self: Any, info: Info[Context, None], id: strawberry.ID) -> Payload:
             return await kit.delete(info, id, remove)

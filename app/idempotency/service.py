@@ -11,10 +11,10 @@ import hashlib
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.idempotency.models import IdempotencyRecord
+from app.idempotency.repository import IdempotencyRepository
 from app.kit.clock import utcnow
 from app.kit.errors import IdempotencyMismatch, InvalidInput
 
@@ -47,15 +47,7 @@ async def find_replay(
     session: AsyncSession, organization_id: str, key: str, fingerprint: str
 ) -> StoredResponse | None:
     """The stored response for this key, None if unseen; IdempotencyMismatch if reused."""
-    result = await session.execute(
-        select(
-            IdempotencyRecord.request_hash,
-            IdempotencyRecord.status_code,
-            IdempotencyRecord.response_body,
-            IdempotencyRecord.expires_at,
-        ).where(IdempotencyRecord.organization_id == organization_id, IdempotencyRecord.key == key)
-    )
-    row = result.one_or_none()
+    row = await IdempotencyRepository(session, organization_id).stored(key)
     if row is None or row.expires_at <= utcnow():
         return None
     if row.request_hash != fingerprint:
@@ -73,13 +65,7 @@ async def record(
 ) -> None:
     now = utcnow()
     # An expired record of the same key makes way for the new one.
-    await session.execute(
-        delete(IdempotencyRecord).where(
-            IdempotencyRecord.organization_id == organization_id,
-            IdempotencyRecord.key == key,
-            IdempotencyRecord.expires_at <= now,
-        )
-    )
+    await IdempotencyRepository(session, organization_id).drop_expired(key, now)
     session.add(
         IdempotencyRecord(
             organization_id=organization_id,
@@ -92,10 +78,3 @@ async def record(
         )
     )
     await session.flush()
-
-
-async def purge_expired(session: AsyncSession) -> int:
-    result = await session.execute(
-        delete(IdempotencyRecord).where(IdempotencyRecord.expires_at <= utcnow())
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ from app.contacts.models import Contact
 from app.db.prepared import constant
 from app.inbox.models import Ticket, TicketStatus
 from app.kit.ids import normalize_id
-from app.kit.repository import ORG, Filter, OrgScopedRepository
+from app.kit.repository import Filter, OrgScopedRepository
 
 TICKET_COLUMNS = (
     Ticket.id,
@@ -129,7 +129,7 @@ class TicketRepository(OrgScopedRepository[Ticket]):
         read = self._prepared(
             ("contact_brief",),
             lambda: select(Contact.id.label("contact_id"), *BRIEF_COLUMNS).where(
-                Contact.organization_id == bindparam(ORG), Contact.id == bindparam("contact_id")
+                self._org_bound(Contact), Contact.id == bindparam("contact_id")
             ),
         )
         return await read.first(self.session, self._bound({"contact_id": canonical}))

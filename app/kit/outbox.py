@@ -46,7 +46,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from app.db.prepared import PreparedRead, constant
+from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
@@ -373,7 +373,7 @@ _JOBS = cast(Table, OutboxJob.__table__)
 _HELD_BY_RUN = and_(_JOBS.c.id == bindparam("job_id"), _JOBS.c.claim_token == bindparam("token"))
 # The worker's statements, built once and run by a StatementRunner (app/db/runner.py): on the
 # driver on PostgreSQL, through the session elsewhere.
-_CLAIM = PreparedRead(
+_CLAIM = PreparedStatement(
     update(_JOBS)
     .where(
         _JOBS.c.id == bindparam("job_id"),
@@ -388,7 +388,7 @@ _CLAIM = PreparedRead(
     )
     .returning(_JOBS.c.actor, _JOBS.c.args, _JOBS.c.starts)
 )
-_FINISH = PreparedRead(delete(_JOBS).where(_HELD_BY_RUN))
+_FINISH = PreparedStatement(delete(_JOBS).where(_HELD_BY_RUN))
 
 
 def settled_by_run() -> CTE:
@@ -398,16 +398,16 @@ def settled_by_run() -> CTE:
     return delete(_JOBS).where(_HELD_BY_RUN).returning(_JOBS.c.id).cte("settled")
 
 
-def finish_with(settled: CTE, *writes: CTE) -> PreparedRead:
+def finish_with(settled: CTE, *writes: CTE) -> PreparedStatement:
     """Finishing a job together with data-modifying CTEs: one atomic statement whose single
     row counts the jobs finished (0: a stale run, nothing written)."""
-    return PreparedRead(
+    return PreparedStatement(
         select(func.count().label("finished")).select_from(settled).add_cte(*writes)
     )
 
 
 # A clean reschedule resets `starts`; one after an error keeps counting towards parking.
-_RESCHEDULE = PreparedRead(
+_RESCHEDULE = PreparedStatement(
     update(_JOBS)
     .where(_HELD_BY_RUN)
     .values(
@@ -417,7 +417,7 @@ _RESCHEDULE = PreparedRead(
         starts=constant(0),
     )
 )
-_RESCHEDULE_AFTER_ERROR = PreparedRead(
+_RESCHEDULE_AFTER_ERROR = PreparedStatement(
     update(_JOBS)
     .where(_HELD_BY_RUN)
     .values(
@@ -427,14 +427,14 @@ _RESCHEDULE_AFTER_ERROR = PreparedRead(
         last_error=bindparam("error"),
     )
 )
-_PARK = PreparedRead(
+_PARK = PreparedStatement(
     update(_JOBS)
     .where(_HELD_BY_RUN)
     .values(status=constant(PARKED), locked_until=constant(None), last_error=bindparam("reason"))
 )
 
 
-_INSERT_DUE_JOB = PreparedRead(
+_INSERT_DUE_JOB = PreparedStatement(
     insert(_JOBS).values(
         {name: bindparam(name) for name in ("id", "actor", "queue", "args", "created_at")}
         | {

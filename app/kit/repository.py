@@ -1,9 +1,12 @@
 """Organization-scoped data access shared by every domain repository.
 
-Every statement a domain issues goes through `scoped()`, so no query can forget the tenant.
-The tenant condition has one form, `organization_id = :org_id`, whose value `_bound()` gives
-at execution (`_execute` for ORM statements): never a value captured in the statement, which
-a prepared statement would keep for every later caller (app/db/prepared.py refuses those).
+Every query a request makes for an organization goes through this tenant scope: a
+repository's `scoped()`, or `_org_bound()` for a condition on another table the statement
+reads or joins, so no query can forget the tenant; services build no tenant queries of their
+own. The tenant condition has one form, `organization_id = :org_id` (`tenant_condition`),
+whose value `_bound()` gives at execution (`_execute` for ORM statements): never a value
+captured in the statement, which a prepared statement would keep for every later caller
+(app/db/prepared.py refuses those).
 
 Test mode is enforced here too. A repository is built for a viewer: a credential's `Subject`
 (or anything with `organization_id` and `livemode`), or a bare organization id for the
@@ -15,6 +18,13 @@ so its lists leave live rows out, and a live row asked for by id is refused with
 Reads on the hot paths (get by id, cursor pages, counts) are prepared once per statement shape:
 a shape is the repository, the variant and the names of the filters applied; the values
 (organization, cursor, filter arguments) are bound at execution.
+
+Work that holds no organization but an id or a platform's key (a job re-reading the row a
+scoped request wrote, a platform callback, login by e-mail, the simulated platform's own
+tables) reads by that key: by primary key, or through the module functions beside each
+repository named for their key (`campaign_by_id`, `channels_for_phone_number_id`). What it then
+reads for that row's organization goes through the scope too (a dispatch run reads its
+campaign's channel and template through their repositories).
 """
 
 from __future__ import annotations
@@ -41,12 +51,13 @@ from sqlalchemy.sql import Executable
 
 from app.db.base import UTCDateTime
 from app.db.counters import WHOLE, counted_total
-from app.db.prepared import PreparedRead, constant, prepared
+from app.db.prepared import PreparedStatement, constant, prepared
 from app.kit.errors import InvalidInput, LiveModeForbidden, NotFound
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 ModelT = TypeVar("ModelT")
+SelectT = TypeVar("SelectT", bound=Select[*tuple[Any, ...]])
 TOTAL_LABEL = "total_count_"
 ORG = "org_id"
 
@@ -59,6 +70,13 @@ class Viewer(Protocol):
 
     @property
     def livemode(self) -> bool: ...
+
+
+def tenant_condition(model: Any) -> ColumnElement[bool]:
+    """`model.organization_id = :org_id`: the one form of the tenant condition, its value bound
+    at execution (`OrgScopedRepository._bound`). Statements built at import time use it
+    directly; repositories through `_org_bound` and `scoped`."""
+    return model.organization_id == bindparam(ORG)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +119,13 @@ class OrgScopedRepository(Generic[ModelT]):
     def dialect_name(self) -> str:
         return self.session.get_bind().dialect.name
 
-    def _org_bound(self) -> ColumnElement[bool]:
-        """The tenant condition (and, for a test-mode viewer of moded rows, test mode only):
-        its value comes from `_bound()` at execution."""
-        tenant: ColumnElement[bool] = self.model.organization_id == bindparam(ORG)
+    def _org_bound(self, model: Any = None) -> ColumnElement[bool]:
+        """The tenant condition on `model`: by default the repository's own rows (and, for a
+        test-mode viewer of moded rows, test mode only), or another table the statement reads
+        or joins. Its value comes from `_bound()` at execution."""
+        if model is not None and model is not self.model:
+            return tenant_condition(model)
+        tenant = tenant_condition(self.model)
         if self.hides_live:
             return and_(tenant, not_(self._live_row()))
         return tenant
@@ -122,7 +143,7 @@ class OrgScopedRepository(Generic[ModelT]):
         read = self._prepared(
             ("live_row",),
             lambda: select(self.model.id).where(
-                self.model.organization_id == bindparam(ORG),
+                tenant_condition(self.model),
                 self.model.id == bindparam("object_id"),
             ),
         )
@@ -132,11 +153,14 @@ class OrgScopedRepository(Generic[ModelT]):
     def _bound(self, params: Mapping[str, Any] = {}) -> dict[str, Any]:
         return {ORG: self.organization_id, **params}
 
-    def scoped(self, statement: Select[Any]) -> Select[Any]:
-        """`statement` limited to this organization; run it with `_execute`."""
-        return statement.where(self._org_bound())
+    def scoped(self, statement: SelectT, model: Any = None) -> SelectT:
+        """`statement` limited to this organization (on `model`, as `_org_bound`); run it with
+        `_execute`."""
+        return statement.where(self._org_bound(model))
 
-    async def _execute(self, statement: Executable, params: Mapping[str, Any] = {}) -> Result[Any]:
+    async def _execute(
+        self, statement: Executable, params: Mapping[str, Any] = {}
+    ) -> Result[*tuple[Any, ...]]:
         """An ORM/Core statement with the tenant value (and `params`) bound."""
         return await self.session.execute(statement, self._bound(params))
 
@@ -166,7 +190,9 @@ class OrgScopedRepository(Generic[ModelT]):
     async def delete(self, entity: ModelT) -> None:
         await self.session.delete(entity)
 
-    def _prepared(self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]) -> PreparedRead:
+    def _prepared(
+        self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]
+    ) -> PreparedStatement:
         # The mode is part of the shape: a test-mode viewer's statement filters on it.
         return prepared((type(self), self.dialect_name, self.hides_live, *shape), build)
 

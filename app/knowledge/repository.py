@@ -10,23 +10,24 @@ from typing import Any, ClassVar
 
 from sqlalchemy import bindparam, delete, func, insert, literal_column, select, text, update
 
-from app.kit.repository import OrgScopedRepository
+from app.kit.repository import OrgScopedRepository, tenant_condition
 from app.knowledge.models import READY, KnowledgeChunk, KnowledgeDocument
 
 _TERM = re.compile(r"[^\W_]+")
 MAX_QUERY_TERMS = 32
 
+# The tenant condition in SQL text: `:org_id` is bound by `_execute`, as `tenant_condition`'s.
 _FTS_SEARCH = text(
     "SELECT c.id FROM knowledge_chunks_fts JOIN knowledge_chunks AS c"
     " ON c.id = knowledge_chunks_fts.rowid"
-    " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org"
+    " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org_id"
     " ORDER BY bm25(knowledge_chunks_fts) LIMIT :limit"
 )
 _TSQUERY = func.to_tsquery(literal_column("'english'"), bindparam("match"))
 _PG_SEARCH = (
     select(KnowledgeChunk.id)
     .where(
-        KnowledgeChunk.organization_id == bindparam("org"),
+        tenant_condition(KnowledgeChunk),
         KnowledgeChunk.search_vector.op("@@")(_TSQUERY),
     )
     # Normalisation 1: divided by 1 + log(length), so long chunks do not win by size alone.
@@ -149,10 +150,9 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
         return list(rows.all())
 
     async def delete_chunks(self, document_id: str) -> None:
-        await self.session.execute(
+        await self._execute(
             delete(KnowledgeChunk).where(
-                KnowledgeChunk.organization_id == self.organization_id,
-                KnowledgeChunk.document_id == document_id,
+                self._org_bound(KnowledgeChunk), KnowledgeChunk.document_id == document_id
             )
         )
 
@@ -194,18 +194,16 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
         if not terms:
             return []
         if self.dialect_name == "postgresql":
-            params = {"org": self.organization_id, "match": " | ".join(terms), "limit": limit}
-            result = await self.session.execute(_PG_SEARCH, params)
+            result = await self._execute(_PG_SEARCH, {"match": " | ".join(terms), "limit": limit})
         else:
             match = " OR ".join(f'"{term}"' for term in terms)
-            params = {"org": self.organization_id, "match": match, "limit": limit}
-            result = await self.session.execute(_FTS_SEARCH, params)
+            result = await self._execute(_FTS_SEARCH, {"match": match, "limit": limit})
         return [row[0] for row in result.all()]
 
     async def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, Any]:
         if not chunk_ids:
             return {}
-        rows = await self.session.execute(
+        rows = await self._execute(
             select(
                 KnowledgeChunk.id,
                 KnowledgeChunk.document_id,
@@ -215,10 +213,7 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
                 KnowledgeChunk.page,
             )
             .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
-            .where(
-                KnowledgeChunk.organization_id == self.organization_id,
-                KnowledgeChunk.id.in_(list(chunk_ids)),
-            )
+            .where(self._org_bound(KnowledgeChunk), KnowledgeChunk.id.in_(list(chunk_ids)))
         )
         return {row.id: row for row in rows.all()}
 
@@ -244,7 +239,7 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
             select(KnowledgeChunk.id, KnowledgeChunk.embedding)
             .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
             .where(
-                KnowledgeChunk.organization_id == self.organization_id,
+                self._org_bound(KnowledgeChunk),
                 KnowledgeDocument.index_status == READY,
                 KnowledgeDocument.embedding_model == model,
                 KnowledgeChunk.embedding.is_not(None),
@@ -252,15 +247,15 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
         )
         if chunk_ids is not None:
             statement = statement.where(KnowledgeChunk.id.in_(list(chunk_ids)))
-        rows = await self.session.execute(statement)
+        rows = await self._execute(statement)
         return [(int(row[0]), bytes(row[1] or b"")) for row in rows.all()]
 
     async def mark(self, document_id: str, generation: int, **values: Any) -> bool:
         """Set `values` on the document if it still waits for this generation's result."""
-        result = await self.session.execute(
+        result = await self._execute(
             update(KnowledgeDocument)
             .where(
-                KnowledgeDocument.organization_id == self.organization_id,
+                self._org_bound(),
                 KnowledgeDocument.id == document_id,
                 KnowledgeDocument.index_generation == generation,
             )

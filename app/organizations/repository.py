@@ -1,10 +1,12 @@
-"""Every query on organizations and users."""
+"""Every query on organizations and users. Users of one organization go through its scope;
+login (by e-mail) and tokens (by user id) find a user before any organization is known."""
 
 from __future__ import annotations
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.repository import OrgScopedRepository
 from app.organizations.models import Organization, User
 
 
@@ -35,8 +37,15 @@ async def get_user(session: AsyncSession, user_id: str) -> User | None:
     return await session.get(User, user_id)
 
 
+class UserRepository(OrgScopedRepository[User]):
+    model = User
+    resource = "User"
+
+    async def by_ids(self, ids: list[str]) -> list[User]:
+        result = await self._execute(self.scoped(select(User)).where(User.id.in_(ids)))
+        return list(result.scalars())
+
+
 async def users_by_ids(session: AsyncSession, organization_id: str, ids: list[str]) -> list[User]:
-    result = await session.execute(
-        select(User).where(User.organization_id == organization_id, User.id.in_(ids))
-    )
-    return list(result.scalars())
+    """The organization's users among `ids`."""
+    return await UserRepository(session, organization_id).by_ids(ids)

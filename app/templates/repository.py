@@ -40,7 +40,8 @@ class TemplateRepository(OrgScopedRepository[MessageTemplate]):
     async def approved(
         self, business_account_id: str, name: str, language: str | None
     ) -> MessageTemplate | None:
-        """An APPROVED template of the business account by name (and language, if given)."""
+        """An APPROVED template of the business account by name (and language, if given;
+        without one, any of the name's languages)."""
         statement = self.scoped(select(MessageTemplate)).where(
             MessageTemplate.business_account_id == business_account_id,
             MessageTemplate.name == name,
@@ -48,8 +49,7 @@ class TemplateRepository(OrgScopedRepository[MessageTemplate]):
         )
         if language:
             statement = statement.where(MessageTemplate.language == language)
-        found: MessageTemplate | None = (await self._execute(statement.limit(1))).scalar()
-        return found
+        return (await self._execute(statement)).scalars().first()
 
     async def for_account(self, business_account_id: str) -> list[MessageTemplate]:
         rows = await self._execute(

@@ -23,7 +23,7 @@ from sqlalchemy import String, Table, any_, bindparam, exists, insert, null, sel
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.prepared import PreparedRead, constant
+from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
 from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
@@ -71,29 +71,29 @@ def _new_delivery(event: Event, subscription: WebhookSubscription) -> WebhookDel
     )
 
 
-_EVENT = PreparedRead(
+_EVENT = PreparedStatement(
     select(
         Event.id, Event.type, Event.created_at, Event.organization_id, Event.livemode, Event.data
     ).where(Event.id == bindparam("event_id"))
 )
-_EVENTS = PreparedRead(
+_EVENTS = PreparedStatement(
     select(
         Event.id, Event.type, Event.created_at, Event.organization_id, Event.livemode, Event.data
     )
     .where(Event.id == any_(bindparam("event_ids", type_=ARRAY(String()))))
     .order_by(Event.created_at, Event.id)
 )
-_SUBSCRIBERS = PreparedRead(
+_SUBSCRIBERS = PreparedStatement(
     select(WebhookSubscription.id, WebhookSubscription.events).where(
         WebhookSubscription.organization_id == bindparam("organization_id"),
         WebhookSubscription.is_active.is_(constant(True)),
     )
 )
-_DELIVERED_TO = PreparedRead(
+_DELIVERED_TO = PreparedStatement(
     select(WebhookDelivery.subscription_id).where(WebhookDelivery.event_id == bindparam("event_id"))
 )
 _DELIVERY_COLUMNS = ("id", "organization_id", "subscription_id", "event_id", "event_type")
-_INSERT_DELIVERY = PreparedRead(
+_INSERT_DELIVERY = PreparedStatement(
     insert(_DELIVERIES).values(
         {name: bindparam(name) for name in _DELIVERY_COLUMNS}
         | {
@@ -223,7 +223,7 @@ def next_attempt_delay(attempt: int, outcome: AttemptOutcome, scale: float) -> f
 # --- the delivery job ----------------------------------------------------------------------
 
 
-_TARGET = PreparedRead(
+_TARGET = PreparedStatement(
     select(
         WebhookDelivery.attempt_count,
         WebhookDelivery.subscription_id,
@@ -322,11 +322,11 @@ _CLEAR_FAILING = (
     .values(failing_since=constant(None), updated_at=bindparam("now"))
 )
 _SUCCESS_STEPS = tuple(
-    PreparedRead(step) for step in (_INSERT_SUCCESS, _MARK_SUCCEEDED, _CLEAR_FAILING)
+    PreparedStatement(step) for step in (_INSERT_SUCCESS, _MARK_SUCCEEDED, _CLEAR_FAILING)
 )
 
 
-def _success_and_finish() -> PreparedRead:
+def _success_and_finish() -> PreparedStatement:
     """Where data-modifying CTEs exist (PostgreSQL): the job's fenced finish and the three
     steps in one statement (one round trip, one commit); the steps write only when the finish
     found the run's claim."""

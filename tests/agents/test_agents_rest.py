@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.agents import service
+from app.agents.repository import AgentRepository
 from tests.conftest import Tenant, TenantFactory
 
 BASE = "/api/v1/agents"
@@ -581,7 +581,8 @@ async def test_server_failure_is_500_error_message(
     async def broken(*_args: Any) -> Any:
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(service, "get_agent", broken)
+    # Below the service: the handlers hold the service function itself.
+    monkeypatch.setattr(AgentRepository, "get_row_or_404", broken)
     response = await client.get(f"{BASE}/{uuid.uuid4()}", headers=acme.headers)
     assert response.status_code == 500
     assert response.json() == {"error": 500, "message": "Internal server error"}

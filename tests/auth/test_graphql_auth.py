@@ -256,7 +256,7 @@ async def test_unexpected_graphql_errors_keep_their_traceback(
     async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr("app.contacts.service.list_contacts", broken)
+    monkeypatch.setattr("app.contacts.repository.ContactRepository.cursor_page", broken)
     body = await graphql(client, "{ contacts { totalCount } }", headers=acme.headers)
     assert body["errors"][0]["message"] == "Internal server error"
     ((level, event, fields),) = graphql_log.calls

@@ -3,7 +3,10 @@ through the job engine), contacts, and a runner of the due outbox jobs as a work
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -92,9 +95,41 @@ class Jobs:
             return list(rows.all())
 
 
+@dataclass
+class TakingTurns(Resources):
+    """Resources whose sessions take turns. Every session of a test shares its one connection
+    (rolled back at the end), and a live dispatch run claims and settles from concurrent tasks,
+    each in a session of its own: pooled connections let them overlap, one connection cannot.
+    A session opened inside another one of the same task is already in its turn."""
+
+    turns: asyncio.Lock = field(default_factory=asyncio.Lock)
+    holder: asyncio.Task[Any] | None = None
+
+    def session(self, *, writes: bool) -> AbstractAsyncContextManager[AsyncSession]:
+        return self._in_turn(super().session(writes=writes))
+
+    @asynccontextmanager
+    async def _in_turn(
+        self, opening: AbstractAsyncContextManager[AsyncSession]
+    ) -> AsyncIterator[AsyncSession]:
+        task = asyncio.current_task()
+        if self.holder is task:
+            async with opening as session:
+                yield session
+            return
+        async with self.turns:
+            self.holder = task
+            try:
+                async with opening as session:
+                    yield session
+            finally:
+                self.holder = None
+
+
 @pytest.fixture
 def jobs(resources: Resources, sessionmaker: async_sessionmaker[AsyncSession]) -> Jobs:
-    return Jobs(resources, sessionmaker)
+    taking_turns = TakingTurns(**{f.name: getattr(resources, f.name) for f in fields(Resources)})
+    return Jobs(taking_turns, sessionmaker)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NewType
@@ -29,7 +29,8 @@ from strawberry.types import ExecutionResult, Info
 
 from app.graphql.execution import FastExecutionContext
 from app.graphql.schema import DATETIME_UTC, build_schema
-from tests.conftest import Tenant, graphql
+from app.resources import Resources
+from tests.conftest import Tenant, client_with, graphql
 
 EPOCH = datetime(2026, 1, 31, 9, 30, tzinfo=UTC)
 
@@ -542,9 +543,24 @@ mutation($input: ContactCreateInput!) {
 }"""
 
 
+@pytest.fixture
+async def executor_clients(
+    resources: Resources,
+) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+    """The app with SWITCHBOARD_GRAPHQL_FAST_EXECUTOR on, and with it off."""
+    on = client_with(resources, graphql_fast_executor=True)
+    off = client_with(resources, graphql_fast_executor=False)
+    async with on, off:
+        yield on, off
+
+
 async def test_contacts_list_matches_default_executor(
-    client: httpx.AsyncClient, acme: Tenant, monkeypatch: pytest.MonkeyPatch
+    executor_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+    acme: Tenant,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The fast executor on and off (the setting) answer alike; off, every field runs."""
+    client, switched_off = executor_clients
     inputs: list[dict[str, Any]] = [
         {"phoneNumber": "+14155550100", "name": "Ada", "tags": ["vip", "lead"]},
         {"phoneNumber": "+442071838750", "name": "Grace", "notes": "call after 5"},
@@ -567,8 +583,7 @@ async def test_contacts_list_matches_default_executor(
     fast = await graphql(client, LIST_ALL, {"first": 20}, acme.headers)
     fast_calls, calls["fields"] = calls["fields"], 0
 
-    monkeypatch.setattr(schema, "execution_context_class", StrawberryGraphQLCoreExecutionContext)
-    default = await graphql(client, LIST_ALL, {"first": 20}, acme.headers)
+    default = await graphql(switched_off, LIST_ALL, {"first": 20}, acme.headers)
 
     assert "errors" not in fast
     assert fast == default

@@ -1,8 +1,10 @@
 """Compiled plans (app/graphql/planned.py) answer exactly what Strawberry answers.
 
-Every query below is sent twice through /graphql: once as served (plans on) and once with
-planning switched off. The HTTP status and the JSON body must be identical, and the plan must
-have answered precisely the queries it is meant to (the rest fall back to Strawberry).
+Every query below is sent twice through /graphql: once with plans on and once with planning
+switched off (SWITCHBOARD_GRAPHQL_PLANNING), both on the fast executor and both on graphql-core's
+own. The HTTP status and the JSON body must be identical, and the plan must have answered
+precisely the queries it is meant to (the rest fall back to Strawberry). The other tests here
+are about plans, so they run with planning on whatever the environment says.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from strawberry.extensions import SchemaExtension
 from app.graphql import planned, view
 from app.graphql.permissions import HasScope
 from app.graphql.planned import compile_plan, extensions_allow_plans
-from app.graphql.schema import OPERATION_CACHE, SwitchboardSchema, build_schema
+from app.graphql.schema import SwitchboardSchema, build_schema
 from app.kit.clock import isoformat
 from app.kit.jsonutil import dumps
 from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
@@ -99,7 +101,7 @@ async def _post(
 
 @pytest.mark.parametrize(("query", "variables", "planned_path"), CASES)
 async def test_plans_answer_what_strawberry_answers(
-    client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -107,6 +109,7 @@ async def test_plans_answer_what_strawberry_answers(
     variables: dict[str, Any] | None,
     planned_path: bool,
 ) -> None:
+    planned_client, unplanned_client = planning_clients
     if variables and variables.get("id") == "KNOWN":
         variables = {"id": seeded}
     answered = []
@@ -118,17 +121,22 @@ async def test_plans_answer_what_strawberry_answers(
         return result
 
     monkeypatch.setattr(view, "run_plan", spy)
-    with_plans = await _post(client, acme, query, variables)
+    with_plans = await _post(planned_client, acme, query, variables)
     assert any(answered) is planned_path, with_plans
 
-    monkeypatch.setattr(OPERATION_CACHE, "plan", lambda *_args: None)
-    without_plans = await _post(client, acme, query, variables)
+    answered.clear()
+    without_plans = await _post(unplanned_client, acme, query, variables)
+    assert answered == []
     assert with_plans == without_plans
 
 
 async def test_a_plan_still_checks_scopes_and_tenants(
-    client: httpx.AsyncClient, acme: Tenant, seeded: str, tenants: TenantFactory
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+    acme: Tenant,
+    seeded: str,
+    tenants: TenantFactory,
 ) -> None:
+    client, _ = planning_clients
     query = "query One($id: ID!) { contact(id: $id) { id } }"
     reader = await tenants.key(acme, ["calls:read"])
     status, body = await _post(client, reader, query, {"id": seeded})
@@ -164,12 +172,13 @@ def test_the_encoder_writes_utc_datetimes_as_the_scalar_does(moment: datetime) -
 
 
 async def test_a_plan_calls_the_fields_permission_class(
-    client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
     tenants: TenantFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    planned_client, _ = planning_clients
     checked: list[tuple[str, dict[str, Any]]] = []
     original = HasScope.has_permission
 
@@ -188,7 +197,7 @@ async def test_a_plan_calls_the_fields_permission_class(
 
     monkeypatch.setattr(view, "run_plan", run_spy)
     query = "query($s: TicketStatus) { tickets(status: $s, first: 5) { totalCount } }"
-    status, body = await _post(client, acme, query, {"s": "OPEN"})
+    status, body = await _post(planned_client, acme, query, {"s": "OPEN"})
     assert (status, body) == (200, {"data": {"tickets": {"totalCount": 0}}})
     assert answered == [True]
     # Called with the resolver's converted arguments, as Strawberry calls it.

@@ -1,5 +1,6 @@
 """Every root field marked `@plannable`, found in the schema, is planned, and its plans answer
-exactly what Strawberry answers with planning switched off (SWITCHBOARD_GRAPHQL_PLANNING).
+exactly what Strawberry answers with planning switched off (SWITCHBOARD_GRAPHQL_PLANNING), on
+either executor (SWITCHBOARD_GRAPHQL_FAST_EXECUTOR on and off, both sides alike).
 
 The cases are generated from each field's arguments (scalars, enums, IDs, with literals and
 variables, nulls, values the resolver refuses), aliases, and a credential without the scope;
@@ -9,8 +10,8 @@ the selection is every plain sub-field the schema gives the field's type.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -35,8 +36,6 @@ from app.graphql import planned, view
 from app.graphql.execution import plain_getter
 from app.graphql.planned import is_plannable
 from app.graphql.schema import build_schema
-from app.main import create_app
-from app.resources import Resources
 from tests.calls.conftest import CallLogFactory
 from tests.conftest import GRAPHQL, Tenant, TenantFactory
 
@@ -230,16 +229,6 @@ async def world(
 
 
 @pytest.fixture
-async def unplanned_client(resources: Resources) -> AsyncIterator[httpx.AsyncClient]:
-    """The same data served with SWITCHBOARD_GRAPHQL_PLANNING off."""
-    settings = resources.settings.model_copy(update={"graphql_planning": False})
-    app = create_app(resources=replace(resources, settings=settings))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-        yield client
-
-
-@pytest.fixture
 def plan_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     answered: list[bool] = []
     original_run = planned.run_plan
@@ -262,17 +251,17 @@ async def _post(client: httpx.AsyncClient, tenant: Tenant, case: Case) -> tuple[
 
 @pytest.mark.parametrize("name", PLANNABLE)
 async def test_generated_cases_answer_what_strawberry_answers(
-    client: httpx.AsyncClient,
-    unplanned_client: httpx.AsyncClient,
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     world: World,
     plan_answers: list[bool],
     name: str,
 ) -> None:
+    planned_client, unplanned_client = planning_clients
     field = QUERY_TYPE.fields[name]  # type: ignore[union-attr]
     required = None
     for choice in required_choices(field, world.ids):
         probe = Case(f"{{ {call(name, choice)} }}", None, "full", True)
-        if "errors" not in (await _post(client, world.full, probe))[1]:
+        if "errors" not in (await _post(planned_client, world.full, probe))[1]:
             required = choice
             break
     assert required is not None, f"{name}: no seeded object it answers without an error"
@@ -281,7 +270,7 @@ async def test_generated_cases_answer_what_strawberry_answers(
     for case in generated:
         tenant = world.full if case.credential == "full" else world.unscoped
         plan_answers.clear()
-        with_plans = await _post(client, tenant, case)
+        with_plans = await _post(planned_client, tenant, case)
         planned_here = any(plan_answers)
         answered_by_plan += planned_here
         if case.must_plan:

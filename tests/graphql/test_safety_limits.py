@@ -49,7 +49,7 @@ async def test_unexpected_errors_are_masked_and_logged(
     async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("password=hunter2 in a stack trace")
 
-    monkeypatch.setattr("app.contacts.service.list_contacts", broken)
+    monkeypatch.setattr("app.contacts.repository.ContactRepository.cursor_page", broken)
     response = await client.post(
         "/graphql", json={"query": "{ contacts { totalCount } }"}, headers=acme.headers
     )

@@ -11,7 +11,13 @@ from sqlalchemy.exc import StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
-from app.db.prepared import PreparedRead, ValueInPreparedStatement, constant, prepared
+from app.db.prepared import (
+    ON_DRIVER,
+    PreparedStatement,
+    ValueInPreparedStatement,
+    constant,
+    prepared,
+)
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_organization
 
@@ -33,12 +39,14 @@ def test_a_value_captured_in_the_build_lambda_is_refused() -> None:
 
 def test_named_parameters_with_a_value_and_dml_values_are_refused() -> None:
     with pytest.raises(ValueInPreparedStatement, match="org_id"):
-        PreparedRead(select(Contact.id).where(Contact.organization_id == bindparam("org_id", "x")))
+        PreparedStatement(
+            select(Contact.id).where(Contact.organization_id == bindparam("org_id", "x"))
+        )
     jobs = OutboxJob.__table__
     with pytest.raises(ValueInPreparedStatement):
-        PreparedRead(update(jobs).where(jobs.c.id == bindparam("job_id")).values(starts=0))
+        PreparedStatement(update(jobs).where(jobs.c.id == bindparam("job_id")).values(starts=0))
     with pytest.raises(ValueInPreparedStatement):
-        PreparedRead(select(Contact.id).limit(5))
+        PreparedStatement(select(Contact.id).limit(5))
 
 
 def test_constants_only_take_plain_text() -> None:
@@ -46,10 +54,13 @@ def test_constants_only_take_plain_text() -> None:
         constant("x'; DROP TABLE contacts; --")
 
 
+@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
 async def test_one_statement_serves_each_organization_its_own_rows(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: async_sessionmaker[AsyncSession], on_driver: bool
 ) -> None:
     async with sessionmaker() as session:
+        # As Resources.session marks its sessions on PostgreSQL (SQLite ignores the mark).
+        session.info[ON_DRIVER] = on_driver
         first = await create_organization(session, "First")
         second = await create_organization(session, "Second")
         for organization, name in ((first, "Ada"), (second, "Grace")):

@@ -9,6 +9,7 @@ delivery's single-statement success record).
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -43,9 +44,13 @@ def committed_url(
         yield url
 
 
-@pytest.fixture
-async def runtime(committed_url: str, tmp_path: Path) -> AsyncIterator[JobRuntime]:
-    """A worker's runtime without the worker: no actor is known, so its sweep sends nothing."""
+@pytest.fixture(params=[True, False], ids=["driver", "sqlalchemy"])
+async def runtime(
+    committed_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[JobRuntime]:
+    """A worker's runtime without the worker: no actor is known, so its sweep sends nothing.
+    Its job statements run on the driver and, switched off, through SQLAlchemy sessions
+    (SWITCHBOARD_PREPARED_ON_DRIVER; one runner either way on SQLite)."""
     settings = make_settings(
         committed_url,
         tmp_path,
@@ -53,6 +58,7 @@ async def runtime(committed_url: str, tmp_path: Path) -> AsyncIterator[JobRuntim
         job_lease_seconds=LEASE_SECONDS,
         knowledge_extraction_seconds=TIMEOUT_SECONDS,
         outbox_sweep_seconds=60,
+        prepared_on_driver=request.param,
     )
     runtime = JobRuntime(settings)
     outbox.set_dispatcher(None)
@@ -163,7 +169,7 @@ async def test_a_stale_delivery_run_records_no_success(runtime: JobRuntime) -> N
             failing_since=utcnow(),
         )
         event = Event(
-            id="evt_" + "f" * 32,
+            id="evt_" + uuid.uuid4().hex,  # the database outlives one run of the test
             organization_id=tenant.organization_id,
             type="lead.created",
             data={"id": "x"},
