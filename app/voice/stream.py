@@ -51,6 +51,21 @@ TRY_AGAIN_LATER = 1013
 LINE_ALREADY_DONE = frozenset({"caller_hung_up", "transferred"})
 
 
+_QUIETED: list[bool] = []
+
+
+def quiet_pipecat() -> None:
+    """pipecat logs every frame decision at DEBUG through loguru: keep its warnings only."""
+    if not _QUIETED:
+        import sys
+
+        from loguru import logger as loguru_logger
+
+        loguru_logger.remove()
+        loguru_logger.add(sys.stderr, level="WARNING")
+        _QUIETED.append(True)
+
+
 def _signature_ok(websocket: WebSocket, runtime: VoiceRuntime) -> bool:
     signature = websocket.headers.get(SIGNATURE_HEADER)
     settings = runtime.settings
@@ -153,6 +168,7 @@ async def _run(
     start: dict[str, Any],
 ) -> None:
     # pipecat is imported with the first call, not with the API.
+    quiet_pipecat()
     from pipecat.transports.websocket.fastapi import (
         FastAPIWebsocketParams,
         FastAPIWebsocketTransport,
