@@ -280,3 +280,40 @@ async def voice(
 ) -> AsyncIterator[Voice]:
     async with running_voice(committed_url, tmp_path, carrier, speech_server, llm_server) as v:
         yield v
+
+
+async def events_of(voice: Voice, call_log_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """The events recorded about a call, oldest first."""
+    from sqlalchemy import select
+
+    from app.events.models import Event
+
+    async with voice.sessionmaker() as session:
+        rows = (await session.execute(select(Event.type, Event.data).order_by(Event.created_at))).all()
+    return [
+        (kind, data)
+        for kind, data in rows
+        if isinstance(data, dict)
+        and (data.get("call_log_id") == call_log_id or data.get("id") == call_log_id)
+    ]
+
+
+@pytest.fixture
+async def strict_voice(
+    committed_url: str,
+    tmp_path: Path,
+    carrier: RunningCarrier,
+    speech_server: tuple[FakeSpeech, str],
+    llm_server: tuple[FakeProviders, str],
+) -> AsyncIterator[Voice]:
+    """Short limits: 1.5 s of caller silence ends a call, one live call per organization."""
+    async with running_voice(
+        committed_url,
+        tmp_path,
+        carrier,
+        speech_server,
+        llm_server,
+        voice_silence_timeout_seconds=1.5,
+        voice_max_concurrent_calls=1,
+    ) as v:
+        yield v
