@@ -127,6 +127,9 @@ class CallSession:
     provider_errors: dict[str, int] = field(default_factory=dict)
     # Set when the stream is over (stopped, broken, closed): the pipeline then ends.
     stream_over: asyncio.Event = field(default_factory=asyncio.Event)
+    # Utterances handed to the voice, and those the transport finished playing.
+    utterances: int = 0
+    utterances_played: int = 0
     spoken: asyncio.Event = field(default_factory=asyncio.Event)
     turns: AgentTurns | None = None
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -180,7 +183,6 @@ class CallSession:
             return
         self.closing = True
         self.end_reason = reason
-        self.spoken.clear()
         self._close_task = asyncio.create_task(self._close(say, transfer, speaking))
 
     async def _close(self, say: str | None, transfer: bool, speaking: int) -> None:
@@ -188,10 +190,10 @@ class CallSession:
         if say and self.turns is not None:
             await self.turns.speak(say)
             speaking += len(say)
-        if speaking:  # let the caller hear it before the line changes
+        if speaking:  # let the caller hear it all before the line changes
             grace = SPEECH_GRACE_SECONDS + speaking / CHARACTERS_PER_SECOND
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.spoken.wait(), grace)
+                await asyncio.wait_for(self._all_played(), grace)
         acted = False
         if transfer and number:
             acted = await self.line.transfer(str(number))
@@ -203,6 +205,15 @@ class CallSession:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stream_over.wait(), STREAM_END_GRACE_SECONDS)
         self.stream_over.set()
+
+    async def _all_played(self) -> None:
+        while self.utterances_played < self.utterances:
+            self.spoken.clear()
+            await self.spoken.wait()
+
+    def played(self) -> None:
+        self.utterances_played += 1
+        self.spoken.set()
 
     def hand_off(self, reason: str, *, say: str | None, speaking: int = 0) -> None:
         """Give the caller to a person when the agent has a transfer number (`transferred`),
@@ -311,6 +322,7 @@ class AgentTurns(FrameProcessor):
         self.session.segment("agent", text)
         self.session.history.append(Message.assistant(text))
         self.session.tts_characters += len(text)
+        self.session.utterances += 1
         await self.push_frame(TTSSpeakFrame(text))
 
     async def stop_talking(self) -> None:
@@ -348,6 +360,7 @@ class AgentTurns(FrameProcessor):
             nonlocal started
             if not started:
                 started = True
+                session.utterances += 1
                 await self.push_frame(LLMFullResponseStartFrame())
             self._spoken_words.append(words)
             session.tts_characters += len(words)
@@ -364,6 +377,7 @@ class AgentTurns(FrameProcessor):
             await self.push_frame(LLMFullResponseEndFrame())
         elif result.reply:
             session.tts_characters += len(result.reply)
+            session.utterances += 1
             await self.push_frame(TTSSpeakFrame(result.reply))
         self._spoken_words = []
         self._turn = None
@@ -415,6 +429,7 @@ class AgentTurns(FrameProcessor):
         if isinstance(frame, InterruptionFrame):
             if not session.closing:
                 await self._cancel_turn()
+                session.utterances_played = session.utterances  # what was queued is dropped
             await self.push_frame(frame, direction)
             return
         if isinstance(frame, BotStartedSpeakingFrame):
@@ -422,7 +437,7 @@ class AgentTurns(FrameProcessor):
         elif isinstance(frame, BotStoppedSpeakingFrame):
             if self._speaking and direction == FrameDirection.UPSTREAM:
                 self._speaking = False
-                session.spoken.set()
+                session.played()
                 self._marks += 1
                 # The carrier echoes the mark once it played everything sent before it.
                 await self.push_frame(
