@@ -26,5 +26,4 @@ DOMAINS: tuple[str, ...] = (
     "app.campaigns",
     "app.provider_credentials",
     "app.agent_tests",
-    "app.voice",
 )

@@ -90,9 +90,7 @@ def create_app(
                 tune_for_serving()
             async with AsyncExitStack() as stack:
                 if settings.voice_serve_streams:  # live calls' media streams end here too
-                    await stack.enter_async_context(
-                        serving_streams(app, app.state.resources)
-                    )
+                    await stack.enter_async_context(serving_streams(app, app.state.resources))
                 if background is not None:
                     await stack.enter_async_context(background())
                 yield

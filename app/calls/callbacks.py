@@ -20,6 +20,7 @@ from app.kit.errors import DomainError, InvalidInput
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.resources import Resources
 from app.voice import control
+from app.voice.callbacks import ROUTES as MEDIA_STREAM_ROUTES
 from app.voice.record import record_answered_by
 
 logger = structlog.get_logger("switchboard.calls")
@@ -232,4 +233,6 @@ ROUTES = [
     Route(telephony.STATUS_PATH, telephony_status, methods=["POST"]),
     Route(telephony.INCOMING_PATH, telephony_incoming, methods=["POST"]),
     Route(telephony.MACHINE_DETECTION_PATH, telephony_machine_detection, methods=["POST"]),
+    # Live calls' media streams (app/voice/, not a resource domain of its own).
+    *MEDIA_STREAM_ROUTES,
 ]

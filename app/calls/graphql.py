@@ -296,6 +296,7 @@ class Mutation:
         )
 
     unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
+
     @CALLS.mutation(
         description="Log an outbound call (in-progress) and place it: test keys on the "
         "simulator, live keys with the carrier."

@@ -100,11 +100,9 @@ async def run_agent_call(
         check_dangling_tasks=False,
     )
 
-    @caller.event_handler("on_user_turn_idle")
     async def _silence(*_args: Any) -> None:
         session.close("silence_timeout", say=SILENCE_GOODBYE)
 
-    @worker.event_handler("on_pipeline_error")
     async def _error(_worker: Any, frame: ErrorFrame) -> None:
         processor = frame.processor
         usable = bool(getattr(processor, "is_usable", True))
@@ -115,9 +113,12 @@ async def run_agent_call(
         else:
             logger.warning("call pipeline error", call_log_id=session.call.call_log_id)
 
-    @transport.event_handler("on_client_disconnected")
     async def _gone(*_args: Any) -> None:
         session.end_now("caller_hung_up")
+
+    caller.add_event_handler("on_user_turn_idle", _silence)
+    worker.add_event_handler("on_pipeline_error", _error)
+    transport.add_event_handler("on_client_disconnected", _gone)
 
     runner = WorkerRunner(handle_sigint=False, check_dangling_tasks=False)
     await runner.add_workers(worker)

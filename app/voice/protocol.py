@@ -40,9 +40,7 @@ class MediaStreamSerializer(TwilioFrameSerializer):
         self.faulted = False
 
     async def serialize(self, frame: Frame) -> str | bytes | None:
-        if isinstance(frame, OutputTransportMessageUrgentFrame) and isinstance(
-            frame.message, dict
-        ):
+        if isinstance(frame, OutputTransportMessageUrgentFrame) and isinstance(frame.message, dict):
             # Messages of the session (marks) belong to this stream.
             return json.dumps({**frame.message, "streamSid": self.stream_sid})
         return await super().serialize(frame)

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 logger = structlog.get_logger("switchboard.voice")
 
 DRAIN_POLL_SECONDS = 0.2
+# Calls still under way at the drain's limit get this long for their goodbye.
+DRAIN_GOODBYE_SECONDS = 10.0
 # The runtimes of this process (one per app), for the server's drain on SIGTERM.
 RUNTIMES: list[VoiceRuntime] = []
 
@@ -49,7 +51,9 @@ class VoiceRuntime:
     async def start(self) -> None:
         ready = asyncio.Event()
         self._tasks = [
-            asyncio.create_task(control.listen(self.resources.listening_redis, self.on_control, ready)),
+            asyncio.create_task(
+                control.listen(self.resources.listening_redis, self.on_control, ready)
+            ),
             asyncio.create_task(self._sweep()),
         ]
         with contextlib.suppress(TimeoutError):
@@ -79,11 +83,13 @@ class VoiceRuntime:
         the rest (`draining_limit`, the caller hears a goodbye)."""
         self.draining = True
         deadline = time.monotonic() + seconds
-        while self.calls and time.monotonic() < deadline:
-            await asyncio.sleep(DRAIN_POLL_SECONDS)
+        await self._calls_over(deadline)
         for session in list(self.calls.values()):
             session.close("draining_limit", say="I have to end the call now. Goodbye.")
-        while self.calls and time.monotonic() < deadline + 10:
+        await self._calls_over(deadline + DRAIN_GOODBYE_SECONDS)
+
+    async def _calls_over(self, deadline: float) -> None:
+        while self.calls and time.monotonic() < deadline:  # noqa: ASYNC110 (a dict, not an event)
             await asyncio.sleep(DRAIN_POLL_SECONDS)
 
     async def aclose(self) -> None:

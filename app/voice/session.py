@@ -149,9 +149,7 @@ class CallSession:
     def add_events(self, result: TurnResult, asked_at: float, reply_at: float) -> None:
         for event_type, data in result.events:
             stamp = asked_at if event_type == "agent.handoff" else reply_at
-            self.pending_events.append(
-                (event_type, {**self.call.ids, **data, "timestamp": stamp})
-            )
+            self.pending_events.append((event_type, {**self.call.ids, **data, "timestamp": stamp}))
 
     async def save_progress(self, *, force: bool = False) -> None:
         """Write the transcript and events so far (every PROGRESS_BATCH segments, or now)."""
@@ -327,7 +325,7 @@ class AgentTurns(FrameProcessor):
 
     async def stop_talking(self) -> None:
         await self._cancel_turn()
-        await self.broadcast_interruption()
+        await self.broadcast_interruption()  # type: ignore[no-untyped-call]
 
     async def _greet(self) -> None:
         await self.speak(self.welcome)
@@ -367,7 +365,9 @@ class AgentTurns(FrameProcessor):
             await self.push_frame(LLMTextFrame(words))
 
         try:
-            result = await session.engine.respond(session.call.agent, session.history, on_text=on_text)
+            result = await session.engine.respond(
+                session.call.agent, session.history, on_text=on_text
+            )
         except RateLimited:
             self._spoken_words = []
             self._turn = None

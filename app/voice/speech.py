@@ -22,8 +22,8 @@ from pipecat.frames.frames import ErrorFrame, Frame
 from pipecat.services.cartesia.tts import CartesiaTTSService
 from pipecat.services.deepgram.stt import DeepgramSTTService
 from pipecat.services.elevenlabs.tts import ElevenLabsTTSService
-from pipecat.services.stt_service import STTService
 from pipecat.services.settings import TTSSettings
+from pipecat.services.stt_service import STTService
 from pipecat.services.tts_service import TTSService
 
 from app.provider_credentials.service import StoredCredential
@@ -79,7 +79,9 @@ def choose_voice(voice_settings: dict[str, Any] | None, has_credential: bool) ->
     """The agent's `voice_settings` voice when its provider's key is set; the offline
     voice otherwise."""
     if voice_settings and has_credential:
-        return VoiceChoice(str(voice_settings.get("provider") or "elevenlabs"), voice_settings["voice_id"])
+        return VoiceChoice(
+            str(voice_settings.get("provider") or "elevenlabs"), voice_settings["voice_id"]
+        )
     return VoiceChoice(OFFLINE, OFFLINE_VOICE)
 
 

@@ -135,7 +135,11 @@ async def _open(
     parameters = start.get("customParameters")
     token = parameters.get("token") if isinstance(parameters, dict) else None
     call_sid, stream_sid = start.get("callSid"), start.get("streamSid")
-    if not isinstance(token, str) or not isinstance(call_sid, str) or not isinstance(stream_sid, str):
+    if (
+        not isinstance(token, str)
+        or not isinstance(call_sid, str)
+        or not isinstance(stream_sid, str)
+    ):
         return None
     resources = runtime.resources
     async with resources.session(writes=True) as session:

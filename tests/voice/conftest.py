@@ -162,7 +162,8 @@ class Voice:
         twiml = placed["twiml"]
         url = URL_PATTERN.search(twiml)
         token = TOKEN_PATTERN.search(twiml)
-        assert url and token, twiml
+        assert url, twiml
+        assert token, twiml
         client = MediaStreamClient(url.group(1), call_sid=placed["sid"])
         self.carrier.update_hooks.append(client.carrier_ended(asyncio.get_running_loop()))
         await client.open(token.group(1), headers=headers)
@@ -170,7 +171,7 @@ class Voice:
 
     async def ring(self, to: str = SERVICE_NUMBER) -> tuple[str, str]:
         """An inbound call to `to`: (the TwiML answered, the carrier's call SID)."""
-        sid = "CA" + "%032x" % time.monotonic_ns()
+        sid = "CA" + f"{time.monotonic_ns():032x}"
         self.carrier.add_call(sid, to, CALLER)
         url = self.settings.telephony_public_url.rstrip("/") + INCOMING_PATH  # type: ignore[union-attr]
         form, headers = signed_status(url, {"CallSid": sid, "From": CALLER, "To": to})
@@ -206,7 +207,8 @@ class _Served:
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "server did not start"
+            assert time.monotonic() < deadline, "server did not start"
+            assert self.thread.is_alive(), "server did not start"
             time.sleep(0.02)
 
     def stop(self) -> None:
@@ -289,7 +291,9 @@ async def events_of(voice: Voice, call_log_id: str) -> list[tuple[str, dict[str,
     from app.events.models import Event
 
     async with voice.sessionmaker() as session:
-        rows = (await session.execute(select(Event.type, Event.data).order_by(Event.created_at))).all()
+        rows = (
+            await session.execute(select(Event.type, Event.data).order_by(Event.created_at))
+        ).all()
     return [
         (kind, data)
         for kind, data in rows

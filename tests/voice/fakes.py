@@ -187,7 +187,12 @@ class FakeSpeech:
                 if not body.get("continue", True):
                     await websocket.send_text(
                         json.dumps(
-                            {"type": "done", "context_id": context, "done": True, "status_code": 206}
+                            {
+                                "type": "done",
+                                "context_id": context,
+                                "done": True,
+                                "status_code": 206,
+                            }
                         )
                     )
         except WebSocketDisconnect:
@@ -197,9 +202,7 @@ class FakeSpeech:
         return Starlette(
             routes=[
                 WebSocketRoute("/v1/listen", self.deepgram),
-                WebSocketRoute(
-                    "/v1/text-to-speech/{voice}/multi-stream-input", self.elevenlabs
-                ),
+                WebSocketRoute("/v1/text-to-speech/{voice}/multi-stream-input", self.elevenlabs),
                 WebSocketRoute("/tts/websocket", self.cartesia),
             ]
         )

@@ -86,7 +86,7 @@ class MediaStreamClient:
         await self.websocket.send(data)
 
     async def play(self, ulaw: bytes, *, speed: float = 1.0) -> None:
-        """Caller audio in 20 ms media messages, paced at `speed` × real time."""
+        """Caller audio in 20 ms media messages, paced at `speed` times real time."""
         started = time.monotonic()
         for index, offset in enumerate(range(0, len(ulaw), FRAME_BYTES)):
             chunk = ulaw[offset : offset + FRAME_BYTES]
@@ -111,10 +111,14 @@ class MediaStreamClient:
 
     async def press(self, digits: str) -> None:
         for digit in digits:
-            await self.send({"event": "dtmf", "streamSid": self.stream_sid, "dtmf": {"digit": digit}})
+            await self.send(
+                {"event": "dtmf", "streamSid": self.stream_sid, "dtmf": {"digit": digit}}
+            )
 
     async def stop(self) -> None:
-        await self.send({"event": "stop", "streamSid": self.stream_sid, "stop": {"callSid": self.call_sid}})
+        await self.send(
+            {"event": "stop", "streamSid": self.stream_sid, "stop": {"callSid": self.call_sid}}
+        )
         await self.close()
 
     async def close(self) -> None:

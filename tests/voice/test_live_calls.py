@@ -54,7 +54,8 @@ async def test_a_turn_is_heard_answered_with_a_tool_and_kept_while_the_call_runs
     assert log["cost"] > 0  # model tokens and speech to text
     kinds = [kind for kind, _ in await events_of(voice, call_log_id)]
     assert kinds[0] == "call.started"
-    assert "ai.tool.executed" in kinds and "ai.reply.generated" in kinds
+    assert "ai.tool.executed" in kinds
+    assert "ai.reply.generated" in kinds
     assert kinds[-1] == "call.completed"
 
 
@@ -105,8 +106,11 @@ async def test_transfer_to_human_dials_the_transfer_number(voice: Voice) -> None
     [(sid, update)] = voice.carrier.updates[-1:]
     assert sid == placed["sid"]
     assert update == {"Twiml": "<Response><Dial>+14155550199</Dial></Response>"}
-    handoffs = [data for kind, data in await events_of(voice, call_log_id) if kind == "agent.handoff"]
-    assert handoffs and handoffs[0]["reason"] == "the customer asked for a person"
+    handoffs = [
+        data for kind, data in await events_of(voice, call_log_id) if kind == "agent.handoff"
+    ]
+    assert handoffs
+    assert handoffs[0]["reason"] == "the customer asked for a person"
 
 
 async def test_a_machine_gets_the_voicemail_message(voice: Voice) -> None:
@@ -119,9 +123,7 @@ async def test_a_machine_gets_the_voicemail_message(voice: Voice) -> None:
     await media.wait_for_marks(1)
     before = len(media.audio())
     url = dict(_placement_form(voice, placed["sid"]))["AsyncAmdStatusCallback"]
-    form, headers = signed_status(
-        url, {"CallSid": placed["sid"], "AnsweredBy": "machine_end_beep"}
-    )
+    form, headers = signed_status(url, {"CallSid": placed["sid"], "AnsweredBy": "machine_end_beep"})
     response = await voice.client.post(url.removeprefix(voice.url), data=form, headers=headers)
     assert response.status_code == 204, response.text
     log = await voice.ended(tenant, call_log_id, seconds=30)
@@ -158,6 +160,10 @@ async def test_the_carrier_ending_the_call_reaches_its_stream(voice: Voice) -> N
 def _placement_form(voice: Voice, sid: str) -> list[tuple[str, str]]:
     callback = voice.carrier.calls[sid]["status_callback"]
     for method, path, form in voice.carrier.requests:
-        if method == "POST" and path.endswith("/Calls.json") and ("StatusCallback", callback) in form:
+        if (
+            method == "POST"
+            and path.endswith("/Calls.json")
+            and ("StatusCallback", callback) in form
+        ):
             return form
     raise AssertionError("no placement")

@@ -29,7 +29,7 @@ async def test_tokens_open_one_stream_of_one_call(voice: Voice) -> None:
     tenant = await voice.live_tenant()
     await voice.ears(tenant, "dg-tokens")
     agent_id = await voice.agent(tenant)
-    call_log_id, placed = await voice.place(tenant, agent_id)
+    _call_log_id, placed = await voice.place(tenant, agent_id)
     url = URL_PATTERN.search(placed["twiml"]).group(1)  # type: ignore[union-attr]
     token = TOKEN_PATTERN.search(placed["twiml"]).group(1)  # type: ignore[union-attr]
     assert STREAM_TWIML.match(placed["twiml"])

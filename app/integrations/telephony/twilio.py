@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlencode, urlsplit
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 import httpx
 
@@ -33,10 +33,14 @@ def stream_twiml(url: str, token: str) -> str:
     """An answered call connects a bidirectional media stream to the agent; the token rides
     as a stream parameter, which the carrier hands back in the stream's `start` message."""
     return (
-        f"<Response><Connect><Stream url={quoteattr(url)}>"
-        f'<Parameter name="token" value={quoteattr(token)}/>'
+        f'<Response><Connect><Stream url="{_attribute(url)}">'
+        f'<Parameter name="token" value="{_attribute(token)}"/>'
         "</Stream></Connect></Response>"
     )
+
+
+def _attribute(value: str) -> str:
+    return escape(value, {'"': "&quot;"})
 
 
 def dial_twiml(number: str) -> str:
