@@ -235,6 +235,7 @@ async def _run(
             audio_out_enabled=True,
             audio_in_sample_rate=SAMPLE_RATE,
             audio_out_sample_rate=SAMPLE_RATE,
+            audio_out_10ms_chunks=2,  # 20 ms media messages, as the carrier sends them
             audio_out_end_silence_secs=0,
             serializer=serializer,
             allowed_origins=[],
