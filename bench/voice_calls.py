@@ -88,9 +88,7 @@ def serve(port: int, database_url: str) -> None:
         """Hears LINE the moment VAD says the caller stopped."""
 
         def __init__(self) -> None:
-            super().__init__(
-                settings=STTSettings(model=None, language=None), ttfs_p99_latency=0.0
-            )
+            super().__init__(settings=STTSettings(model=None, language=None), ttfs_p99_latency=0.0)
 
         async def run_stt(self, audio: bytes) -> Any:
             yield None
@@ -257,10 +255,14 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
                     return
 
         await quiet_until_agent_done(10)  # the welcome
+        frames = [speech[o : o + FRAME].ljust(FRAME, b"\xff") for o in range(0, len(speech), FRAME)]
+        last_voiced = max(i for i, f in enumerate(frames) if voiced(f))
         for _ in range(turns):
-            for offset in range(0, len(speech), FRAME):
-                await play(speech[offset : offset + FRAME].ljust(FRAME, b"\xff"))
             spoke_at = time.monotonic()
+            for position, chunk in enumerate(frames):
+                await play(chunk)
+                if position == last_voiced:
+                    spoke_at = time.monotonic()  # the caller's end of speech
             before = len(received)
             deadline = spoke_at + 10
             while len(received) == before and time.monotonic() < deadline:
@@ -275,6 +277,12 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
         with contextlib.suppress(asyncio.CancelledError):
             await reader
     return {"latencies": latencies, "gaps": gaps}
+
+
+def voiced(ulaw: bytes) -> bool:
+    import audioop
+
+    return audioop.rms(audioop.ulaw2lin(ulaw, 2), 2) > 300
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -299,7 +307,7 @@ async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) 
     wall = time.monotonic() - wall_before
     cpu = cpu_seconds(pid) - cpu_before
     waits = VAD_STOP_SECS + END_OF_TURN_SECONDS
-    added = [max(0.0, t - waits) * 1000 for r in results for t in r["latencies"]]
+    added = [(t - waits) * 1000 for r in results for t in r["latencies"]]
     # pipecat sends each 20 ms frame half a frame ahead (the carrier buffers): regularity is
     # measured against the typical gap, whatever it is.
     typical = statistics.median([g for r in results for g in r["gaps"]] or [0.02])
