@@ -9,8 +9,8 @@ responder (no model call), and a voice that returns a tone at once. The bench pr
 N simulated carrier streams at the same time: each waits for the welcome to end, then says a
 line (real speech, μ-law 8 kHz, paced at 20 ms) followed by silence, as a carrier streams.
 
-Per turn, added latency = (first agent audio frame received − the caller's last speech
-frame sent) − the VAD's stop time (`stop_secs`) − the end-of-turn silence the turn strategy
+Per turn, added latency = (first agent audio frame received - the caller's last speech
+frame sent) - the VAD's stop time (`stop_secs`) - the end-of-turn silence the turn strategy
 waits for (`END_OF_TURN_SECONDS`): what remains is Switchboard's own work (VAD, turn
 handling, the engine, the voice service, the transport) plus the loopback. Jitter: the
 deviation of the gap between consecutive agent media frames (20 ms each) from the typical
@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import os
 import socket
@@ -114,7 +115,7 @@ def serve(port: int, database_url: str) -> None:
             words = max(1, len(text.split()))
             samples = SAMPLE_RATE * 60 * words // 1000
             pcm = b"".join(
-                int(6000 if (i // 10) % 2 else -6000).to_bytes(2, "little", signed=True)
+                (6000 if (i // 10) % 2 else -6000).to_bytes(2, "little", signed=True)
                 for i in range(samples)
             )
             yield TTSAudioRawFrame(pcm, SAMPLE_RATE, 1, context_id=context_id)
@@ -272,7 +273,7 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
             mark = len(received)
             await quiet_until_agent_done(10)
             reply = received[mark - 1 :] if mark else received
-            gaps += [b - a for a, b in zip(reply, reply[1:], strict=False) if b - a < 0.2]
+            gaps += [b - a for a, b in itertools.pairwise(reply) if b - a < 0.2]
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
