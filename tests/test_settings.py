@@ -41,6 +41,7 @@ SAMPLES: dict[str, Any] = {
     "embeddings_model_path": Path("/srv/models/minilm"),
     "ai_replies_per_minute": "90/m",
     "llm_prices": '{"openai/gpt-4o": [2.5, 10]}',
+    "voice_prices": '{"deepgram": 0.005}',
 }
 
 

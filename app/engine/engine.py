@@ -288,11 +288,8 @@ class ConversationEngine:
     ) -> ToolOutcome:
         return await self.clients.mcp.call(agent, server, name, arguments)
 
-    async def summarize(
-        self, agent: AgentProfile, transcript: str
-    ) -> tuple[str | None, Usage, float]:
-        """A short summary of a finished conversation by the agent's model, its usage and
-        cost; None when no model is reachable or it fails (the channel writes its own)."""
+    async def _model(self, agent: AgentProfile) -> LanguageModel | None:
+        """The agent's model on the organization's key; None when none is reachable."""
         config = agent.config
         provider = str(config.get("llm_provider") or "openai")
         credential = (
@@ -300,7 +297,14 @@ class ConversationEngine:
             if provider in LLM_PROVIDERS
             else None
         )
-        model = self.clients.language_model(config, credential)
+        return self.clients.language_model(config, credential)
+
+    async def summarize(
+        self, agent: AgentProfile, transcript: str
+    ) -> tuple[str | None, Usage, float]:
+        """A short summary of a finished conversation by the agent's model, its usage and
+        cost; None when no model is reachable or it fails (the channel writes its own)."""
+        model = await self._model(agent)
         if model is None:
             return None, Usage(), 0.0
         request = CompletionRequest(
@@ -333,13 +337,7 @@ class ConversationEngine:
         await self.limits.spend_reply(agent.organization_id)
         config = agent.config
         zone = _zone(agent.timezone)
-        provider = str(config.get("llm_provider") or "openai")
-        credential = (
-            await self._credential(agent.organization_id, provider)
-            if provider in LLM_PROVIDERS
-            else None
-        )
-        model = self.clients.language_model(config, credential)
+        model = await self._model(agent)
         toolbox = await self._toolbox(agent, tool_mocks, zone)
         if model is None:
             reader = agent_subject(agent.organization_id, agent.agent_id, agent.livemode)
