@@ -148,7 +148,9 @@ class Voice:
         while True:
             with self.carrier.lock:
                 placed = [
-                    c for c in self.carrier.calls.values() if call_log_id in c["status_callback"]
+                    c
+                    for c in self.carrier.calls.values()
+                    if call_log_id in c.get("status_callback", "")
                 ]
             if placed:
                 return call_log_id, placed[0]
