@@ -116,8 +116,15 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     upgrade(settings.database_url)
     # Without Redis the jobs run in the server's own process (the embedded mode).
     embedded = not settings.redis_url and not args.no_worker
+    factory = "workers.main:create_embedded_app" if embedded else "workers.main:create_api_app"
+    if args.workers == 1:
+        # One process: live calls' media streams drain on SIGTERM (app/voice/server.py).
+        from app.voice.server import serve
+
+        serve(factory, host=args.host, port=args.port, log_level=settings.log_level)
+        return 0
     uvicorn.run(
-        "workers.main:create_embedded_app" if embedded else "workers.main:create_api_app",
+        factory,
         factory=True,
         host=args.host,
         port=args.port,
@@ -127,6 +134,22 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         proxy_headers=True,
         # Websocket messages are read whole before anything looks at them: not past 1 MiB.
         ws_max_size=WEBSOCKET_MAX_MESSAGE_BYTES,
+    )
+    return 0
+
+
+def cmd_voice(settings: Settings, args: argparse.Namespace) -> int:
+    """A process that terminates live calls' media streams only (app/voice/server.py)."""
+    from app.observability import configure_logging
+    from app.voice.server import serve
+
+    configure_logging(settings.log_level)
+    settings.resolved_secret_key()
+    serve(
+        "app.voice.server:create_voice_app",
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level,
     )
     return 0
 
@@ -275,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-worker", action="store_true", help="do not run the in-process job worker"
     )
     serve.set_defaults(handler=cmd_serve)
+
+    voice = commands.add_parser(
+        "voice", help="terminate live calls' media streams (scaled apart from the API)"
+    )
+    voice.add_argument("--host", default="127.0.0.1")
+    voice.add_argument("--port", type=int, default=8001)
+    voice.set_defaults(handler=cmd_voice)
 
     worker = commands.add_parser("worker", help="run job workers on REDIS_URL")
     worker.add_argument("--processes", type=int, default=1)

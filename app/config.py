@@ -194,6 +194,32 @@ class Settings(BaseSettings):
     # Per organization: conversations an agent holds at once (calls, tests, chats) and replies.
     ai_max_concurrent_conversations: int = Field(default=50, ge=1)
     ai_replies_per_minute: str = "600/m"
+    # Live voice (app/voice/, docs/operations.md "Live voice"). Whether this API process also
+    # terminates carrier media streams (`switchboard serve`; false when `switchboard voice`
+    # processes take them behind the same public URL).
+    voice_serve_streams: bool = True
+    # A stream token opens its call's media stream once, within this many seconds of the
+    # TwiML that carries it (an outbound call may ring and queue before it is answered).
+    voice_stream_token_seconds: float = Field(default=300.0, gt=0, le=3600)
+    # Live calls an organization may have under way at once (outbound and inbound).
+    voice_max_concurrent_calls: int = Field(default=10, ge=1)
+    # Seconds of caller silence before the agent says goodbye and hangs up.
+    voice_silence_timeout_seconds: float = Field(default=20.0, gt=0)
+    # Longest live call; the agent says goodbye and hangs up at this point.
+    voice_max_call_seconds: float = Field(default=1800.0, gt=0)
+    # The holding process refreshes each call's heartbeat this often; a heartbeat older than
+    # `voice_stale_after_seconds` means that process died, and the sweep ends the call failed.
+    voice_heartbeat_seconds: float = Field(default=10.0, gt=0)
+    voice_stale_after_seconds: float = Field(default=60.0, gt=0)
+    # On SIGTERM a voice process takes no new streams and lets calls finish this long.
+    voice_drain_seconds: float = Field(default=300.0, ge=0)
+    # A media stream message larger than this ends the call (Twilio's are a few hundred bytes).
+    voice_max_message_bytes: int = Field(default=64 * 1024, ge=1024)
+    # USD prices of speech, over the built-in table (app/engine/pricing.py):
+    # `{"deepgram": 0.0043, "elevenlabs": 0.18, "cartesia": 0.065, "telephony": 0.014}`
+    # (speech to text per minute, speech per 1,000 characters, carrier per minute when the
+    # carrier reports no price).
+    voice_prices: str | None = None
     # campaignProgress re-reads a scheduled, sending or paused campaign's row this often
     # (status callbacks move counters without an event of their own).
     campaign_progress_poll_seconds: float = Field(default=0.5, gt=0, le=1.0)
@@ -254,6 +280,14 @@ class Settings(BaseSettings):
             file_secret_settings = SecretsSettingsSource(settings_cls, secrets_dir=directory)
         return init_settings, env_settings, dotenv_settings, file_secret_settings
 
+    @field_validator("voice_prices")
+    @classmethod
+    def _valid_voice_prices(cls, value: str | None) -> str | None:
+        from app.engine.pricing import parse_speech_prices
+
+        parse_speech_prices(value)
+        return value
+
     @model_validator(mode="after")
     def _lease_outlasts_an_attempt(self) -> Settings:
         # A run's lease must outlast its longest step (a webhook attempt, bounded by its
@@ -309,6 +343,7 @@ class Settings(BaseSettings):
         "whatsapp_verify_token",
         "llm_prices",
         "cors_origins",
+        "voice_prices",
         mode="before",
     )
     @classmethod

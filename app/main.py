@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 import structlog
 from sqlalchemy import text
@@ -28,6 +28,7 @@ from app.kit.domains import collect
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
+from app.voice.runtime import serving_streams
 from rest_compat.app import build_routes
 from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
 from rest_compat.reference import STATIC_URL_PREFIX as REFERENCE_URL_PREFIX
@@ -158,11 +159,12 @@ def create_app(
                 logger.info("purged expired idempotency records", count=purged)
             if owns_resources:
                 tune_for_serving()
-            if background is None:
+            async with AsyncExitStack() as stack:
+                if settings.voice_serve_streams:  # live calls' media streams end here too
+                    await stack.enter_async_context(serving_streams(app, app.state.resources))
+                if background is not None:
+                    await stack.enter_async_context(background())
                 yield
-            else:
-                async with background():
-                    yield
         finally:
             if owns_resources:
                 await app.state.resources.aclose()

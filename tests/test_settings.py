@@ -45,6 +45,7 @@ SAMPLES: dict[str, Any] = {
     "cors_origins": "https://dashboard.example.com,http://localhost:5173",
     # Doubling it would outlast the default job lease, which start-up refuses.
     "knowledge_extraction_seconds": 45.0,
+    "voice_prices": '{"deepgram": 0.005}',
 }
 
 

@@ -23,7 +23,9 @@ from pydantic import (
     model_validator,
 )
 
+from app.kit.errors import InvalidInput
 from app.kit.jsonutil import dumps
+from app.kit.phone import to_e164
 from app.kit.validation import HTTP_URL_PATTERN, NOT_BLANK_CHAR, NOT_BLANK_PATTERN, JsonObject
 
 LlmProvider = Literal["openai", "anthropic", "groq"]
@@ -187,6 +189,15 @@ class AgentConfig(_Input):
     # writes replies in simulated calls; without one a deterministic responder answers.
     llm_base_url: HttpUrl | None = None
     voice_settings: VoiceSettings | None = None
+    # Live calls: where `transfer_to_human` sends the caller (a cold transfer; E.164), and
+    # what the agent says to an answering machine after the beep (none: it hangs up).
+    transfer_phone_number: str | None = Field(
+        default=None,
+        max_length=50,
+        description="E.164 number a live call is transferred to on transfer_to_human",
+        examples=["+14155550123"],
+    )
+    voicemail_message: str | None = Field(default=None, max_length=MAX_TEXT_LENGTH)
     booking_config: BookingConfig = Field(default_factory=BookingConfig)
     custom_tools: list[CustomTool] = Field(default_factory=list, max_length=MAX_CUSTOM_TOOLS)
     mcp_tools: list[McpTool] = Field(default_factory=list, max_length=MAX_MCP_TOOLS)
@@ -194,6 +205,16 @@ class AgentConfig(_Input):
     _llm_base_url = field_validator("llm_base_url")(
         lambda value: None if value is None else _check_url(value)
     )
+
+    @field_validator("transfer_phone_number")
+    @classmethod
+    def _e164(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return to_e164(value, "transfer_phone_number")
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from exc
 
     @field_validator("custom_tools")
     @classmethod

@@ -16,10 +16,12 @@ from starlette.routing import Route
 from app.calls import telephony
 from app.config import Settings
 from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
-from app.integrations.telephony.twilio import greeting_twiml
 from app.kit.errors import DomainError, InvalidInput
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.resources import Resources
+from app.voice import control
+from app.voice.callbacks import ROUTES as MEDIA_STREAM_ROUTES
+from app.voice.record import record_answered_by
 
 logger = structlog.get_logger("switchboard.calls")
 
@@ -127,14 +129,20 @@ async def telephony_status(request: Request) -> Response:
         # call_log_id is absent for inbound calls.
         update = status_update(request.query_params.get("call_log_id", ""), dict(params))
         async with resources.session(writes=True) as session:
-            await telephony.apply_status(session, update, livemode=True)
+            outcome = await telephony.apply_status(session, update, livemode=True)
             await session.commit()
     except DomainError as exc:
         return error_response(exc, ErrorStyle.DETAIL)
+    if outcome.hand_to_stream:  # the process holding the stream ends the call
+        await control.publish(
+            resources.redis, {"call_log_id": outcome.call_log.id, "action": "hangup"}
+        )
     return Response(status_code=204)
 
 
 NOT_IN_SERVICE = "<Response><Say>This number is not in service.</Say><Hangup/></Response>"
+# Too many live calls of the organization under way: the caller hears busy.
+BUSY = '<Response><Reject reason="busy"/></Response>'
 
 
 async def telephony_incoming(request: Request) -> Response:
@@ -153,17 +161,78 @@ async def telephony_incoming(request: Request) -> Response:
             from_number=form.get("From", ""),
             to_number=form.get("To", ""),
         )
+        settings = resources.settings
         async with resources.session(writes=True) as session:
-            answered = await telephony.receive_call(session, incoming)
+            call_log = await telephony.receive_call(
+                session, incoming, max_live_calls=settings.voice_max_concurrent_calls
+            )
+            answer = (
+                None
+                if call_log is None
+                else telephony.media_stream_answer(
+                    call_log,
+                    settings.telephony_public_url or str(request.base_url),
+                    settings.voice_stream_token_seconds,
+                )
+            )
             await session.commit()
+    except telephony.LiveCallLimitReached:
+        return Response(BUSY, media_type="text/xml")
     except DomainError as exc:
         return error_response(exc, ErrorStyle.DETAIL)
-    if answered is None:
+    if answer is None:
         return Response(NOT_IN_SERVICE, media_type="text/xml")
-    return Response(greeting_twiml(answered[1]), media_type="text/xml")
+    return Response(answer, media_type="text/xml")
+
+
+# Twilio's AnsweredBy values of asynchronous answering-machine detection.
+ANSWERED_BY = frozenset(
+    {
+        "human",
+        "machine_start",
+        "machine_end_beep",
+        "machine_end_silence",
+        "machine_end_other",
+        "fax",
+        "unknown",
+    }
+)
+
+
+async def telephony_machine_detection(request: Request) -> Response:
+    """The answering-machine verdict on an outbound live call: recorded on the call log
+    (`answered_by`) and handed to the process holding its stream, which leaves the agent's
+    voicemail message (or hangs up) when a machine answered."""
+    resources: Resources = request.app.state.resources
+    params = await _verified_form(request, resources.settings)
+    if params is None:
+        return json_response({"detail": "Invalid carrier signature"}, 403)
+    form = dict(params)
+    answered_by = form.get("AnsweredBy", "")
+    if answered_by not in ANSWERED_BY:
+        return json_response({"detail": "AnsweredBy is not a known verdict"}, 400)
+    try:
+        call_sid = _call_sid(form.get("CallSid", ""))
+    except DomainError as exc:
+        return error_response(exc, ErrorStyle.DETAIL)
+    async with resources.session(writes=True) as session:
+        call_log = await record_answered_by(
+            session, request.query_params.get("call_log_id", ""), call_sid, answered_by
+        )
+        await session.commit()
+    if call_log is None:
+        return json_response({"detail": "Call log not found"}, 404)
+    await control.publish(
+        resources.redis,
+        {"call_log_id": call_log.id, "action": "voicemail", "answered_by": answered_by},
+    )
+    return Response(status_code=204)
 
 
 ROUTES = [
     Route(telephony.STATUS_PATH, telephony_status, methods=["POST"]),
     Route(telephony.INCOMING_PATH, telephony_incoming, methods=["POST"]),
+    Route(telephony.MACHINE_DETECTION_PATH, telephony_machine_detection, methods=["POST"]),
+    # Live calls' media streams (app/voice/, not a resource domain of its own).
+    *MEDIA_STREAM_ROUTES,
 ]

@@ -117,6 +117,13 @@ class CallLog:
     cost: float = strawberry.field(description="USD")
     input_tokens: int = strawberry.field(description="Model tokens read by the agent's replies")
     output_tokens: int = strawberry.field(description="Model tokens written by its replies")
+    end_reason: str | None = strawberry.field(
+        description="Why a live call ended (caller_hung_up, agent_ended, transferred, "
+        "voicemail_left, silence_timeout, process_lost, …); null for other calls"
+    )
+    answered_by: str | None = strawberry.field(
+        description="The carrier's answering-machine verdict on an outbound live call"
+    )
     livemode: bool
     created_at: datetime
     updated_at: datetime
@@ -302,13 +309,21 @@ class Mutation:
         )
 
     unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
-    dispatch_call = CALLS.create_field(
-        DispatchCallInput,
-        CallDispatch,
-        telephony.dispatch_call,
+
+    @CALLS.mutation(
         description="Log an outbound call (in-progress) and place it: test keys on the "
-        "simulator, live keys with the carrier.",
+        "simulator, live keys with the carrier."
     )
+    async def dispatch_call(self, info: Info[Context, None], input: DispatchCallInput) -> Payload:
+        limit = info.context.resources.settings.voice_max_concurrent_calls
+        return await CALLS.save(
+            info,
+            CallDispatch,
+            input,
+            lambda session, subject, data: telephony.dispatch_call(
+                session, subject, data, max_live_calls=limit
+            ),
+        )
 
 
 # A call's events on the organization's stream (app/events/stream.py).

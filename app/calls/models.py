@@ -68,6 +68,13 @@ class CallLog(TimestampMixin, Base):
         # A contact's most recent calls (GraphQL Contact.recentCalls).
         Index("ix_call_logs_contact_id_started_at_id", "contact_id", "started_at", "id"),
         SEARCH_INDEX,
+        # Streaming calls, for the sweep of calls whose media process died (app/voice/sweep.py).
+        Index(
+            "ix_call_logs_media_heartbeat_at",
+            "media_heartbeat_at",
+            postgresql_where=text("media_heartbeat_at IS NOT NULL"),
+            sqlite_where=text("media_heartbeat_at IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = id_column()
@@ -99,6 +106,17 @@ class CallLog(TimestampMixin, Base):
     # Model tokens of the agent's replies in the call (the conversation engine's usage).
     input_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     output_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Live voice (app/voice/): why the call ended (`caller_hung_up`, `transferred`,
+    # `voicemail_left`, `silence_timeout`, …) and who answered an outbound call (the
+    # carrier's answering-machine detection: `human`, `machine_end_beep`, …).
+    end_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    answered_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # USD of speech to text, the model and speech of the call; `cost` adds the carrier's price.
+    usage_cost: Mapped[float] = mapped_column(Amount(), default=0.0, server_default=text("0"))
+    # SHA-256 of the one media stream token that may still open the call's stream.
+    stream_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Refreshed by the process holding the call's media stream; a stale one means it died.
+    media_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class AgentPhoneNumber(TimestampMixin, Base):

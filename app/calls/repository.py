@@ -61,6 +61,8 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         CallLog.cost,
         CallLog.input_tokens,
         CallLog.output_tokens,
+        CallLog.end_reason,
+        CallLog.answered_by,
         CallLog.livemode,
         CallLog.created_at,
         CallLog.updated_at,
@@ -221,6 +223,37 @@ async def assignment_for_number(
         AgentPhoneNumber.phone_number == phone_number, AgentPhoneNumber.livemode == livemode
     )
     return (await session.scalars(statement)).one_or_none()
+
+
+async def live_calls_under_way(session: AsyncSession, organization_id: str) -> int:
+    """The organization's live calls still under way, counted after taking its row lock
+    (PostgreSQL; SQLite writers are serialized already), so two dispatches of one
+    organization on any replicas count one after the other."""
+    from app.organizations.models import Organization  # the lock only; no other use
+
+    await session.execute(
+        select(Organization.id).where(Organization.id == organization_id).with_for_update()
+    )
+    statement = select(func.count()).where(
+        CallLog.organization_id == organization_id,
+        CallLog.livemode == true(),
+        CallLog.status == "in-progress",
+    )
+    return int((await session.execute(statement)).scalar_one())
+
+
+async def stale_streams(session: AsyncSession, older_than: Any, limit: int) -> list[str]:
+    """Calls under way whose media heartbeat stopped before `older_than`: their process died."""
+    statement = (
+        select(CallLog.id)
+        .where(
+            CallLog.media_heartbeat_at.is_not(None),
+            CallLog.media_heartbeat_at < older_than,
+            CallLog.status == "in-progress",
+        )
+        .limit(limit)
+    )
+    return list((await session.scalars(statement)).all())
 
 
 async def call_log_by_call_id(session: AsyncSession, call_id: str) -> CallLog | None:

@@ -33,7 +33,12 @@ get_call_log = get_handler(service.get_call_log, "call_log_id", call_log_to_publ
 
 async def dispatch_call(ctx: RequestContext) -> Response:
     try:
-        call_log = await telephony.dispatch_call(ctx.session, ctx.subject, ctx.body(CallDispatch))
+        call_log = await telephony.dispatch_call(
+            ctx.session,
+            ctx.subject,
+            ctx.body(CallDispatch),
+            max_live_calls=ctx.resources.settings.voice_max_concurrent_calls,
+        )
     except NotFound as exc:
         if exc.resource != "Agent":
             raise

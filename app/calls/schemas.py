@@ -95,6 +95,16 @@ class CallLogResponse(BaseModel):
     transcript: list[TranscriptSegment]
     summary: str | None
     cost: float
+    end_reason: str | None = Field(
+        description="Why a live call ended: caller_hung_up, agent_ended, transferred, "
+        "voicemail_left, voicemail_hangup, silence_timeout, max_duration, no_speech_to_text, "
+        "stt_rejected, stt_unavailable, tts_rejected, tts_unavailable, stream_error, "
+        "process_lost, draining_limit; null while under way and for other calls"
+    )
+    answered_by: str | None = Field(
+        description="The carrier's answering-machine verdict on an outbound live call: human, "
+        "machine_start, machine_end_beep, machine_end_silence, machine_end_other, fax, unknown"
+    )
     livemode: bool
     created_at: str
     updated_at: str

@@ -76,7 +76,7 @@ async def place_call(job: JobContext) -> datetime | None:
     loaded = await _load(job, call_log_id)
     if loaded is None:
         return None
-    call_log, agent = loaded
+    call_log, _agent = loaded
     if telephony.is_placed(call_log) or call_log.status != telephony.IN_PROGRESS:
         return None  # a second run after the first recorded the placement
     settings = job.runtime.settings
@@ -90,14 +90,26 @@ async def place_call(job: JobContext) -> datetime | None:
             )
             return None
         carrier = live
-    config = agent.config if agent is not None else {}
+    public_url = settings.telephony_public_url or ""
+    twiml = ""
+    if call_log.livemode:
+        # The answer connects the agent's media stream, on a token stored before placing.
+        async with job.runtime.resources.session(writes=True) as session:
+            entity = await session.get(CallLog, call_log_id)
+            if entity is None:
+                return None
+            twiml = telephony.media_stream_answer(
+                entity, public_url, settings.voice_stream_token_seconds
+            )
+            await session.commit()
     placement = CallPlacement(
         to_number=call_log.to_number,
         from_number=call_log.from_number,
-        status_callback_url=telephony.status_callback_url(
-            settings.telephony_public_url or "", call_log_id
-        ),
-        greeting=config.get("welcome_message") or "Hello.",
+        status_callback_url=telephony.status_callback_url(public_url, call_log_id),
+        twiml=twiml,
+        machine_detection_url=telephony.machine_detection_url(public_url, call_log_id)
+        if call_log.livemode
+        else None,
     )
     try:
         placed = await carrier.create_call(placement)

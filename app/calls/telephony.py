@@ -29,6 +29,7 @@ from app.calls.repository import (
     assignment_for_number,
     call_log_by_call_id,
     call_log_for_carrier,
+    live_calls_under_way,
 )
 from app.calls.schemas import CallDispatch, call_log_to_public
 from app.contacts.repository import ContactRepository
@@ -36,7 +37,7 @@ from app.events.service import emit
 from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.errors import InvalidInput, NotFound
+from app.kit.errors import InvalidInput, NotFound, RateLimited
 from app.kit.ids import normalize_id
 from app.kit.phone import to_e164
 
@@ -52,6 +53,12 @@ IN_PROGRESS = "in-progress"
 TEST_FROM_NUMBER = "+15005550006"
 STATUS_PATH = "/webhooks/telephony/status"
 INCOMING_PATH = "/webhooks/telephony/incoming"
+# The asynchronous answering-machine verdict of an outbound live call.
+MACHINE_DETECTION_PATH = "/webhooks/telephony/machine-detection"
+# Where the carrier's media streams of live calls connect (websocket; app/voice/).
+MEDIA_STREAM_PATH = "/voice/twilio"
+# How long a 429 for too many live calls asks to wait: calls last minutes.
+LIVE_CALLS_RETRY_AFTER = 30.0
 # How long after a live call ended its price and recording are still asked for.
 DETAILS_WINDOW = timedelta(hours=1)
 DETAILS_RETRY = timedelta(minutes=1)
@@ -61,9 +68,24 @@ def is_placed(call_log: CallLog) -> bool:
     return not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
 
 
-async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispatch) -> CallLog:
+class LiveCallLimitReached(RateLimited):
+    """The organization already has its maximum of live calls under way."""
+
+    def __init__(self) -> None:
+        super().__init__(LIVE_CALLS_RETRY_AFTER)
+        self.message = "Too many live calls under way for this organization; retry later."
+
+
+async def has_room_for_live_call(session: AsyncSession, organization_id: str, limit: int) -> bool:
+    return await live_calls_under_way(session, organization_id) < limit
+
+
+async def dispatch_call(
+    session: AsyncSession, subject: Subject, data: CallDispatch, *, max_live_calls: int
+) -> CallLog:
     """Log an outbound call of one of the organization's active agents and queue its
-    placement; `call.started` is emitted in the same transaction."""
+    placement; `call.started` is emitted in the same transaction. A live call over the
+    organization's `max_live_calls` under way is refused (429)."""
     agent_id = normalize_id(data.agent_id.strip())
     if agent_id is None:
         raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
@@ -79,6 +101,10 @@ async def dispatch_call(session: AsyncSession, subject: Subject, data: CallDispa
         from_number = TEST_FROM_NUMBER
     else:
         raise InvalidInput("from_number is required for live calls", field="from_number")
+    if subject.livemode and not await has_room_for_live_call(
+        session, subject.organization_id, max_live_calls
+    ):
+        raise LiveCallLimitReached()
     now = utcnow()
     contact = await ContactRepository(session, subject).by_phone_number(to_number)
     number = await PhoneNumberRepository(session, subject).by_number(from_number)
@@ -133,6 +159,9 @@ class StatusUpdate:
 class StatusOutcome:
     call_log: CallLog
     ended: bool  # this update ended the call
+    # The carrier ended a call whose media stream a voice process holds: that process ends
+    # it (transcript, summary, cost) once told (app/voice/control.py), or the sweep does.
+    hand_to_stream: bool = False
 
 
 async def apply_status(
@@ -165,6 +194,9 @@ async def apply_status(
     if call_log.status in END_STATUSES or status not in END_STATUSES:
         await session.flush()
         return StatusOutcome(call_log, ended=False)
+    if call_log.media_heartbeat_at is not None and update_.transcript is None:
+        await session.flush()
+        return StatusOutcome(call_log, ended=False, hand_to_stream=True)
     call_log.status = status
     call_log.duration_seconds = update_.duration_seconds or 0
     # A call lasts at least its duration: ended_at - started_at >= duration_seconds (the
@@ -210,9 +242,10 @@ async def record_details(
     recording_url: str | None,
     duration_seconds: int | None,
 ) -> None:
-    """Figures the carrier publishes after a call ended (price, recording)."""
+    """Figures the carrier publishes after a call ended (price, recording); the call's cost
+    is the carrier's price plus what its speech and model cost (`usage_cost`)."""
     if cost is not None:
-        call_log.cost = cost
+        call_log.cost = round(call_log.usage_cost + cost, 8)
     if recording_url and not call_log.recording_url:
         call_log.recording_url = recording_url
     if duration_seconds and not call_log.duration_seconds:
@@ -227,10 +260,13 @@ class IncomingCall:
     to_number: str
 
 
-async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[CallLog, str] | None:
-    """Log an incoming live call for the agent assigned to the number called, and return
-    it with the agent's greeting; None when no active agent answers that number. The
-    carrier may send the same call twice: the second time the first log is returned."""
+async def receive_call(
+    session: AsyncSession, incoming: IncomingCall, *, max_live_calls: int
+) -> CallLog | None:
+    """Log an incoming live call for the agent assigned to the number called; None when no
+    active agent answers that number. The carrier may send the same call twice: the second
+    time the first log is returned. Over the organization's `max_live_calls` under way the
+    call is refused (LiveCallLimitReached: the carrier plays busy)."""
     to_number = to_e164(incoming.to_number, "To")
     assignment = await assignment_for_number(session, to_number, livemode=True)
     if assignment is None:
@@ -238,10 +274,11 @@ async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[C
     agent = await AgentRepository(session, assignment.organization_id).get(assignment.agent_id)
     if agent is None or agent.status != ACTIVE:
         return None
-    greeting = agent.config.get("welcome_message") or f"Hello, this is {agent.name}."
     existing = await call_log_by_call_id(session, incoming.call_sid)
     if existing is not None:
-        return existing, greeting
+        return existing
+    if not await has_room_for_live_call(session, assignment.organization_id, max_live_calls):
+        raise LiveCallLimitReached()
     from_number = to_e164(incoming.from_number, "From")
     contact = await ContactRepository(session, assignment.organization_id).by_phone_number(
         from_number
@@ -265,4 +302,21 @@ async def receive_call(session: AsyncSession, incoming: IncomingCall) -> tuple[C
     CallLogRepository(session, assignment.organization_id).add(call_log)
     await session.flush()
     await emit(session, call_log, CALL_STARTED, call_log_to_public(call_log))
-    return call_log, greeting
+    return call_log
+
+
+def machine_detection_url(public_url: str, call_log_id: str) -> str:
+    return (
+        f"{public_url.rstrip('/')}{MACHINE_DETECTION_PATH}?"
+        f"{urlencode({'call_log_id': call_log_id})}"
+    )
+
+
+def media_stream_answer(call_log: CallLog, public_url: str, token_seconds: float) -> str:
+    """The TwiML that connects `call_log`'s answered call to its agent, with a fresh stream
+    token (its hash is stored on the call; the caller commits)."""
+    from app.integrations.telephony.twilio import stream_twiml, stream_url
+    from app.voice.tokens import new_stream_token
+
+    token = new_stream_token(call_log, token_seconds)
+    return stream_twiml(stream_url(public_url, MEDIA_STREAM_PATH), token)

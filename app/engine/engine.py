@@ -17,6 +17,7 @@ emits `result.events` in its own transaction, with its own ids added to each eve
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -38,7 +39,12 @@ from app.engine.net import guarded_client
 from app.engine.pricing import cost_usd, price_of
 from app.engine.prompt import bounded_history, system_prompt
 from app.engine.providers.anthropic import AnthropicChat
-from app.engine.providers.base import LanguageModel, TextSink
+from app.engine.providers.base import (
+    CompletionRequest,
+    LanguageModel,
+    ProviderFailure,
+    TextSink,
+)
 from app.engine.providers.groq import groq_chat
 from app.engine.providers.offline import OfflineResponder
 from app.engine.providers.openai import openai_chat
@@ -60,7 +66,7 @@ from app.engine.turn import (
     elapsed_ms,
     run_turn,
 )
-from app.engine.types import AgentProfile, Message, ToolOutcome, ToolSpec, TurnResult
+from app.engine.types import AgentProfile, Message, ToolOutcome, ToolSpec, TurnResult, Usage
 from app.provider_credentials.schemas import LLM_PROVIDERS
 from app.provider_credentials.service import (
     StoredCredential,
@@ -70,6 +76,12 @@ from app.provider_credentials.service import (
 from app.resources import Resources
 
 MAX_MODEL_RESPONSE_BYTES = 4 * 1024 * 1024
+SUMMARY_PROMPT = (
+    "You summarize a phone conversation between an AI agent and a caller for the agent's "
+    "team, in two to four plain sentences: what the caller wanted, what was done or "
+    "promised, and anything left open. No preamble."
+)
+SUMMARY_MAX_TOKENS = 200
 SDK_CLIENTS_KEPT = 256
 KEY_HEADERS = ("authorization", "x-api-key")
 
@@ -276,6 +288,42 @@ class ConversationEngine:
     ) -> ToolOutcome:
         return await self.clients.mcp.call(agent, server, name, arguments)
 
+    async def _model(self, agent: AgentProfile) -> LanguageModel | None:
+        """The agent's model on the organization's key; None when none is reachable."""
+        config = agent.config
+        provider = str(config.get("llm_provider") or "openai")
+        credential = (
+            await self._credential(agent.organization_id, provider)
+            if provider in LLM_PROVIDERS
+            else None
+        )
+        return self.clients.language_model(config, credential)
+
+    async def summarize(
+        self, agent: AgentProfile, transcript: str
+    ) -> tuple[str | None, Usage, float]:
+        """A short summary of a finished conversation by the agent's model, its usage and
+        cost; None when no model is reachable or it fails (the channel writes its own)."""
+        model = await self._model(agent)
+        if model is None:
+            return None, Usage(), 0.0
+        request = CompletionRequest(
+            system=SUMMARY_PROMPT,
+            messages=[Message.user(transcript)],
+            tools=[],
+            temperature=0.0,
+            max_output_tokens=SUMMARY_MAX_TOKENS,
+            stream=False,
+        )
+        try:
+            async with asyncio.timeout(self.settings.engine_turn_deadline_seconds):
+                completion = await model.complete(request, None)
+        except (ProviderFailure, TimeoutError):
+            return None, Usage(), 0.0
+        text = " ".join(completion.text.split())
+        cost = cost_usd(model.provider, model.model, completion.usage, self.settings.llm_prices)
+        return text or None, completion.usage, cost
+
     async def respond(
         self,
         agent: AgentProfile,
@@ -289,13 +337,7 @@ class ConversationEngine:
         await self.limits.spend_reply(agent.organization_id)
         config = agent.config
         zone = _zone(agent.timezone)
-        provider = str(config.get("llm_provider") or "openai")
-        credential = (
-            await self._credential(agent.organization_id, provider)
-            if provider in LLM_PROVIDERS
-            else None
-        )
-        model = self.clients.language_model(config, credential)
+        model = await self._model(agent)
         toolbox = await self._toolbox(agent, tool_mocks, zone)
         if model is None:
             reader = agent_subject(agent.organization_id, agent.agent_id, agent.livemode)

@@ -67,3 +67,54 @@ def cost_usd(provider: str, model: str | None, usage: Usage, overrides: str | No
     if price is None:
         return 0.0
     return round((usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000, 8)
+
+
+# Speech and carrier prices in USD (live calls, app/voice/): speech to text per minute of
+# caller audio, speech per 1,000 characters spoken, and the carrier's per-minute price, used
+# only until the carrier reports what the call cost. The offline voice and no STT are free.
+DEFAULT_SPEECH_PRICES: dict[str, float] = {
+    "deepgram": 0.0043,
+    "elevenlabs": 0.18,
+    "cartesia": 0.065,
+    "offline": 0.0,
+    "telephony": 0.014,
+}
+
+
+def parse_speech_prices(text: str | None) -> dict[str, float]:
+    """The override table of `voice_prices`; ValueError names what is wrong."""
+    if not text:
+        return {}
+    try:
+        value: Any = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError("voice_prices must be a JSON object") from exc
+    if not isinstance(value, dict):
+        raise ValueError("voice_prices must be a JSON object")
+    prices: dict[str, float] = {}
+    for key, price in value.items():
+        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+            raise ValueError(f"voice_prices[{key!r}] must be a number of USD, 0 or more")
+        prices[str(key)] = float(price)
+    return prices
+
+
+@lru_cache(maxsize=8)
+def speech_price_table(overrides: str | None) -> dict[str, float]:
+    return {**DEFAULT_SPEECH_PRICES, **parse_speech_prices(overrides)}
+
+
+def speech_cost_usd(
+    *,
+    stt_provider: str | None,
+    stt_seconds: float,
+    tts_provider: str,
+    tts_characters: int,
+    overrides: str | None,
+) -> float:
+    """What a call's speech cost: minutes heard by the speech-to-text provider and characters
+    spoken by the voice, each at its provider's price."""
+    table = speech_price_table(overrides)
+    heard = table.get(stt_provider, 0.0) * stt_seconds / 60 if stt_provider else 0.0
+    spoken = table.get(tts_provider, 0.0) * tts_characters / 1000
+    return round(heard + spoken, 8)

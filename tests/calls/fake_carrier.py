@@ -47,6 +47,9 @@ class FakeCarrier:
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The account's numbers (E.164), as IncomingPhoneNumbers lists them.
     incoming_numbers: list[str] = field(default_factory=list)
+    # Calls/{Sid}.json updates (hang-ups, transfers): (sid, form), and who is told of each.
+    updates: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    update_hooks: list[Any] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _authorized(self, request: Request) -> bool:
@@ -96,6 +99,43 @@ class FakeCarrier:
             return _error(401, 20003, "Authenticate")
         if call is None:
             return _error(404, 20404, "The requested resource was not found")
+        return JSONResponse({k: v for k, v in call.items() if k not in ("recordings", "twiml")})
+
+    def add_call(self, sid: str, to: str, from_: str) -> None:
+        """A call the carrier holds without Calls.json (an inbound one)."""
+        with self.lock:
+            self.calls[sid] = {
+                "sid": sid,
+                "account_sid": ACCOUNT_SID,
+                "to": to,
+                "from": from_,
+                "status": "in-progress",
+                "duration": None,
+                "price": None,
+                "price_unit": "USD",
+                "recordings": [],
+            }
+
+    async def update_call(self, request: Request) -> Response:
+        """Calls/{Sid}.json POST: `Status=completed` hangs up, `Twiml` replaces what runs
+        (the media stream stops either way); 404 (20404) for an unknown call."""
+        form = [(k, str(v)) for k, v in (await request.form()).multi_items()]
+        sid = request.path_params["sid"]
+        with self.lock:
+            self.requests.append(("POST", request.url.path, form))
+        if not self._authorized(request):
+            return _error(401, 20003, "Authenticate")
+        with self.lock:
+            call = self.calls.get(sid)
+            if call is None:
+                return _error(404, 20404, "The requested resource was not found")
+            values = dict(form)
+            self.updates.append((sid, values))
+            if values.get("Status") == "completed":
+                call["status"] = "completed"
+            hooks = list(self.update_hooks)
+        for hook in hooks:
+            hook(sid, values)
         return JSONResponse({k: v for k, v in call.items() if k not in ("recordings", "twiml")})
 
     async def list_recordings(self, request: Request) -> Response:
@@ -156,6 +196,7 @@ class FakeCarrier:
             routes=[
                 Route(f"{prefix}/Calls.json", self.create_call, methods=["POST"]),
                 Route(f"{prefix}/Calls/{{sid}}.json", self.fetch_call, methods=["GET"]),
+                Route(f"{prefix}/Calls/{{sid}}.json", self.update_call, methods=["POST"]),
                 Route(
                     f"{prefix}/Calls/{{sid}}/Recordings.json",
                     self.list_recordings,

@@ -13,8 +13,8 @@ from tests.conftest import StatementCounter, Tenant, TenantFactory, graphql
 
 FIELDS = """
 id organizationId callId agentId chatPhoneNumberId phoneNumberId contactId fromNumber toNumber
-direction status durationSeconds startedAt endedAt recordingUrl summary cost livemode
-createdAt updatedAt transcript { speaker text timestamp }
+direction status durationSeconds startedAt endedAt recordingUrl summary cost endReason
+answeredBy livemode createdAt updatedAt transcript { speaker text timestamp }
 """
 GET = f"query($id: ID!) {{ callLog(id: $id) {{ {FIELDS} }} }}"
 LIST = """

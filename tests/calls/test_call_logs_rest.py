@@ -73,6 +73,8 @@ async def test_get_returns_the_call_log_shape(
         "transcript",
         "summary",
         "cost",
+        "end_reason",
+        "answered_by",
         "livemode",
         "created_at",
         "updated_at",

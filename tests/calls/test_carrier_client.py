@@ -10,7 +10,12 @@ import pytest
 from app.integrations.telephony.base import CallPlacement, CarrierError
 from app.integrations.telephony.signature import compute_signature, is_valid_signature
 from app.integrations.telephony.simulator import SimulatedCarrier, simulated_outcome
-from app.integrations.telephony.twilio import TwilioCarrier
+from app.integrations.telephony.twilio import (
+    TwilioCarrier,
+    dial_twiml,
+    stream_twiml,
+    stream_url,
+)
 from tests.calls.fake_carrier import (
     ACCOUNT_SID,
     AUTH_TOKEN,
@@ -23,7 +28,8 @@ PLACEMENT = CallPlacement(
     to_number="+14155550123",
     from_number="+14155550100",
     status_callback_url="https://sb.example.com/webhooks/telephony/status?call_log_id=x",
-    greeting="Hi <there> & welcome",
+    twiml=stream_twiml(stream_url("https://sb.example.com", "/voice/twilio"), 'tok<&"en'),
+    machine_detection_url="https://sb.example.com/webhooks/telephony/machine-detection?x=1",
 )
 
 
@@ -70,11 +76,41 @@ async def test_create_call_sends_the_calls_resource_form(
     assert call["from"] == PLACEMENT.from_number
     assert call["status_callback"] == PLACEMENT.status_callback_url
     assert call["status_callback_events"] == ["initiated", "ringing", "answered", "completed"]
-    assert call["twiml"] == "<Response><Say>Hi &lt;there&gt; &amp; welcome</Say></Response>"
+    assert call["twiml"] == (
+        '<Response><Connect><Stream url="wss://sb.example.com/voice/twilio">'
+        '<Parameter name="token" value="tok&lt;&amp;&quot;en"/></Stream></Connect></Response>'
+    )
     method, path, form = fake.carrier.requests[-1]
     assert (method, path) == ("POST", f"/2010-04-01/Accounts/{ACCOUNT_SID}/Calls.json")
     assert ("StatusCallbackMethod", "POST") in form
     assert ("Record", "true") in form
+    # Asynchronous answering-machine detection, its verdict to our callback.
+    assert ("MachineDetection", "DetectMessageEnd") in form
+    assert ("AsyncAmd", "true") in form
+    assert ("AsyncAmdStatusCallback", PLACEMENT.machine_detection_url) in form
+
+
+def test_stream_urls_follow_the_public_urls_scheme() -> None:
+    assert (
+        stream_url("http://127.0.0.1:8000/", "/voice/twilio") == "ws://127.0.0.1:8000/voice/twilio"
+    )
+    assert (
+        stream_url("https://sb.example.com", "/voice/twilio") == "wss://sb.example.com/voice/twilio"
+    )
+    assert dial_twiml("+14155550199") == "<Response><Dial>+14155550199</Dial></Response>"
+
+
+async def test_update_call_hangs_up_and_ignores_calls_already_over(
+    fake: RunningCarrier, client: TwilioCarrier
+) -> None:
+    placed = await client.create_call(PLACEMENT)
+    await client.update_call(placed.sid, status="completed")
+    assert fake.carrier.updates[-1] == (placed.sid, {"Status": "completed"})
+    await client.update_call("CA" + "f" * 32, status="completed")  # 20404: nothing to do
+    with pytest.raises(CarrierError):
+        await TwilioCarrier(fake.url, ACCOUNT_SID, "wrong-token").update_call(
+            placed.sid, status="completed"
+        )
 
 
 async def test_error_bodies_become_carrier_errors(client: TwilioCarrier) -> None:

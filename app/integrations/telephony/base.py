@@ -46,7 +46,10 @@ class CallPlacement:
     to_number: str
     from_number: str
     status_callback_url: str
-    greeting: str
+    # What the callee's answer runs: the media stream of the agent (live calls).
+    twiml: str
+    # Where the asynchronous answering-machine verdict goes (None: no detection).
+    machine_detection_url: str | None = None
     record: bool = True
 
 

@@ -9,7 +9,7 @@ StatusCallback URL given when the call is placed (POST /webhooks/telephony/statu
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import httpx
@@ -21,9 +21,31 @@ API_VERSION = "2010-04-01"
 STATUS_CALLBACK_EVENTS = ("initiated", "ringing", "answered", "completed")
 
 
-def greeting_twiml(greeting: str) -> str:
-    """What the callee hears when they answer."""
-    return f"<Response><Say>{escape(greeting)}</Say></Response>"
+def stream_url(public_url: str, path: str) -> str:
+    """The media stream's websocket URL on the public URL's host: `wss://` for an https
+    public URL, `ws://` for http (the carrier forbids a query string on it)."""
+    parts = urlsplit(public_url)
+    scheme = "ws" if parts.scheme == "http" else "wss"
+    return f"{scheme}://{parts.netloc}{path}"
+
+
+def stream_twiml(url: str, token: str) -> str:
+    """An answered call connects a bidirectional media stream to the agent; the token rides
+    as a stream parameter, which the carrier hands back in the stream's `start` message."""
+    return (
+        f'<Response><Connect><Stream url="{_attribute(url)}">'
+        f'<Parameter name="token" value="{_attribute(token)}"/>'
+        "</Stream></Connect></Response>"
+    )
+
+
+def _attribute(value: str) -> str:
+    return escape(value, {'"': "&quot;"})
+
+
+def dial_twiml(number: str) -> str:
+    """A cold transfer: the carrier leaves the stream and dials the number."""
+    return f"<Response><Dial>{escape(number)}</Dial></Response>"
 
 
 class TwilioCarrier:
@@ -54,12 +76,21 @@ class TwilioCarrier:
         form: list[tuple[str, str]] = [
             ("To", placement.to_number),
             ("From", placement.from_number),
-            ("Twiml", greeting_twiml(placement.greeting)),
+            ("Twiml", placement.twiml),
             ("StatusCallback", placement.status_callback_url),
             ("StatusCallbackMethod", "POST"),
             *(("StatusCallbackEvent", event) for event in STATUS_CALLBACK_EVENTS),
             ("Record", "true" if placement.record else "false"),
         ]
+        if placement.machine_detection_url:
+            # Asynchronous answering-machine detection: the call connects at once and the
+            # verdict (AnsweredBy) is posted to the URL once the greeting ends.
+            form += [
+                ("MachineDetection", "DetectMessageEnd"),
+                ("AsyncAmd", "true"),
+                ("AsyncAmdStatusCallback", placement.machine_detection_url),
+                ("AsyncAmdStatusCallbackMethod", "POST"),
+            ]
         body = await self._request(
             "POST",
             "Calls.json",
@@ -67,6 +98,24 @@ class TwilioCarrier:
             headers={"Content-Type": "application/x-www-form-urlencoded"},
         )
         return PlacedCall(sid=str(body["sid"]), status=str(body.get("status") or "queued"))
+
+    async def update_call(
+        self, sid: str, *, twiml: str | None = None, status: str | None = None
+    ) -> None:
+        """Act on a call under way (`Calls/{Sid}.json`): new TwiML (a transfer) or a status
+        (`completed` hangs up). A call that already ended answers 404 (code 20404) or 400
+        (21220, not in progress): both mean there is nothing left to act on."""
+        form = [(k, v) for k, v in (("Twiml", twiml), ("Status", status)) if v is not None]
+        try:
+            await self._request(
+                "POST",
+                f"Calls/{sid}.json",
+                content=urlencode(form),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            )
+        except CarrierError as exc:
+            if exc.code not in (20404, 21220):
+                raise
 
     async def fetch_call(self, sid: str) -> CallDetails:
         """The call's final figures: duration, price (negative in Twilio's answer: a charge),

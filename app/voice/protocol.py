@@ -1,0 +1,80 @@
+"""The carrier's Media Streams protocol on pipecat's Twilio serializer.
+
+pipecat's `TwilioFrameSerializer` turns `media` (base64 μ-law 8 kHz) into audio frames,
+`dtmf` into keypad frames, and audio, interruptions (`clear`) and messages (`mark`) back
+into the carrier's JSON. This subclass bounds what a stream may send: a message over
+`max_message_bytes` ends the call; text that is not the protocol (bad JSON, bad base64, a
+message that is not an object) is skipped, and after `MAX_MALFORMED` such messages the call
+ends. It also reads `stop` and `mark`, and never hangs up by itself: the call's line does
+that through the carrier's REST API (app/voice/line.py).
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+
+import structlog
+from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
+from pipecat.serializers.twilio import TwilioFrameSerializer
+
+from app.voice.frames import CarrierMark, StreamFault, StreamStopped
+
+logger = structlog.get_logger("switchboard.voice")
+
+MAX_MALFORMED = 20
+SAMPLE_RATE = 8000
+
+
+class MediaStreamSerializer(TwilioFrameSerializer):
+    def __init__(self, stream_sid: str, *, max_message_bytes: int) -> None:
+        super().__init__(
+            stream_sid,
+            params=TwilioFrameSerializer.InputParams(
+                auto_hang_up=False, twilio_sample_rate=SAMPLE_RATE, sample_rate=SAMPLE_RATE
+            ),
+        )
+        self.stream_sid = stream_sid
+        self.max_message_bytes = max_message_bytes
+        self.malformed = 0
+        self.faulted = False
+
+    async def serialize(self, frame: Frame) -> str | bytes | None:
+        if isinstance(frame, OutputTransportMessageUrgentFrame) and isinstance(frame.message, dict):
+            # Messages of the session (marks) belong to this stream.
+            return json.dumps({**frame.message, "streamSid": self.stream_sid})
+        return await super().serialize(frame)
+
+    def _fault(self, reason: str) -> Frame | None:
+        if self.faulted:
+            return None
+        self.faulted = True
+        return StreamFault(reason=reason)
+
+    async def deserialize(self, data: str | bytes) -> Frame | None:
+        if self.faulted:
+            return None
+        if len(data) > self.max_message_bytes:
+            return self._fault("oversized_message")
+        try:
+            message = json.loads(data)
+            if not isinstance(message, dict):
+                raise ValueError("not an object")
+            event = message.get("event")
+            if event == "stop":
+                return StreamStopped()
+            if event == "mark":
+                mark = message.get("mark")
+                name = mark.get("name") if isinstance(mark, dict) else None
+                return CarrierMark(name=str(name or ""))
+            if event == "media" and not isinstance(message.get("media"), dict):
+                raise ValueError("media without a payload object")
+            if event == "dtmf" and not isinstance(message.get("dtmf"), dict):
+                raise ValueError("dtmf without a digit object")
+            return await super().deserialize(data)
+        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+            self.malformed += 1
+            logger.info("malformed media stream message", error=type(exc).__name__)
+            if self.malformed >= MAX_MALFORMED:
+                return self._fault("malformed_stream")
+            return None

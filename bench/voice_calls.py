@@ -1,0 +1,387 @@
+"""Concurrent live calls on one voice process: the latency Switchboard adds, frame pacing, CPU.
+
+A server subprocess runs the live-call pipeline exactly as a media stream runs it
+(`app.voice.pipeline.run_agent_call`: pipecat's Twilio serializer on a websocket, Silero
+VAD, the user-turn strategy, `AgentTurns` calling the conversation engine, the voice, the
+transport's 20 ms pacing), with zero-latency fake providers in the process: speech to text
+that hears a fixed line as soon as VAD says the caller stopped, the engine's offline
+responder (no model call), and a voice that returns a tone at once. The bench process plays
+N simulated carrier streams at the same time: each waits for the welcome to end, then says a
+line (real speech, μ-law 8 kHz, paced at 20 ms) followed by silence, as a carrier streams.
+
+Per turn, added latency = (first agent audio frame received - the caller's last speech
+frame sent) - the VAD's stop time (`stop_secs`) - the end-of-turn silence the turn strategy
+waits for (`END_OF_TURN_SECONDS`): what remains is Switchboard's own work (VAD, turn
+handling, the engine, the voice service, the transport) plus the loopback. Jitter: the
+deviation of the gap between consecutive agent media frames (20 ms each) from the typical
+gap, within utterances (pipecat's transport sends a frame every 10 ms, half a frame ahead,
+and the carrier plays them at 20 ms).
+CPU: the server process's user+system seconds over the run, per call-second. The knee is the
+smallest N whose added p99 passes 100 ms.
+
+Run: ``.venv/bin/python bench/voice_calls.py [--calls 20] [--turns 3] [--knee 1,5,10,20,30,40]``.
+It ends with one JSON line: added_latency_p50_ms, added_latency_p99_ms, jitter_p99_ms,
+cpu_ms_per_call_second (at --calls) and knee_calls. It never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+sys.path.insert(0, str(REPO_DIR))
+
+LINE = "What are your opening hours?"
+FRAME = 160  # 20 ms of μ-law
+
+
+# The server side
+
+
+def serve(port: int, database_url: str) -> None:
+    import uvicorn
+    from pipecat.frames.frames import (
+        Frame,
+        TranscriptionFrame,
+        TTSAudioRawFrame,
+        VADUserStoppedSpeakingFrame,
+    )
+    from pipecat.processors.frame_processor import FrameDirection
+    from pipecat.services.settings import STTSettings, TTSSettings
+    from pipecat.services.stt_service import STTService
+    from pipecat.services.tts_service import TTSService
+    from pipecat.transports.websocket.fastapi import (
+        FastAPIWebsocketParams,
+        FastAPIWebsocketTransport,
+    )
+    from pipecat.utils.time import time_now_iso8601
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+    from starlette.websockets import WebSocket
+
+    from app.config import Settings
+    from app.engine.engine import ConversationEngine, EngineClients
+    from app.engine.types import AgentProfile
+    from app.resources import Resources
+    from app.voice.pipeline import run_agent_call
+    from app.voice.protocol import SAMPLE_RATE, MediaStreamSerializer
+    from app.voice.session import CallSession, LiveCall
+    from app.voice.stream import quiet_pipecat
+
+    quiet_pipecat()
+
+    class InstantEars(STTService):  # type: ignore[misc]
+        """Hears LINE the moment VAD says the caller stopped."""
+
+        def __init__(self) -> None:
+            super().__init__(settings=STTSettings(model=None, language=None), ttfs_p99_latency=0.0)
+
+        async def run_stt(self, audio: bytes) -> Any:
+            yield None
+
+        async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+            await super().process_frame(frame, direction)
+            if isinstance(frame, VADUserStoppedSpeakingFrame):
+                await self.push_frame(
+                    TranscriptionFrame(LINE, "", time_now_iso8601(), finalized=True)
+                )
+
+    class InstantVoice(TTSService):  # type: ignore[misc]
+        """A tone at once: 60 ms of audio per word."""
+
+        def __init__(self) -> None:
+            super().__init__(
+                push_start_frame=True,
+                push_stop_frames=True,
+                settings=TTSSettings(model=None, voice="tone", language=None),
+            )
+
+        async def run_tts(self, text: str, context_id: str) -> Any:
+            words = max(1, len(text.split()))
+            samples = SAMPLE_RATE * 60 * words // 1000
+            pcm = b"".join(
+                (6000 if (i // 10) % 2 else -6000).to_bytes(2, "little", signed=True)
+                for i in range(samples)
+            )
+            yield TTSAudioRawFrame(pcm, SAMPLE_RATE, 1, context_id=context_id)
+
+    settings = Settings(
+        database_url=database_url,
+        secret_key="bench-secret-key-0123456789abcdef0123456789",
+        voice_silence_timeout_seconds=120,
+        engine_turn_deadline_seconds=30,
+        ai_replies_per_minute="100000/m",
+    )
+    resources = Resources.from_settings(settings, serves_api=False)
+    clients = EngineClients(settings)
+
+    class Line:
+        async def hang_up(self) -> bool:
+            return False
+
+        async def transfer(self, number: str) -> bool:
+            return False
+
+    async def stream(websocket: WebSocket) -> None:
+        await websocket.accept()
+        start: dict[str, Any] = {}
+        while not start:
+            message = json.loads(await websocket.receive_text())
+            if message.get("event") == "start":
+                start = message["start"]
+        agent = AgentProfile(
+            agent_id="bench-agent",
+            organization_id="bench-org",
+            livemode=False,
+            name="Ava",
+            timezone="UTC",
+            config={"llm_provider": "openai", "welcome_message": "Hi, this is Ava."},
+            version="1",
+        )
+        call = LiveCall(
+            call_log_id=start["callSid"],
+            call_sid=start["callSid"],
+            direction="outbound",
+            agent=agent,
+            stt_provider="deepgram",
+            tts_provider="offline",
+        )
+
+        async def keep(_transcript: Any, _events: Any) -> bool:
+            return True
+
+        session = CallSession(
+            call=call,
+            engine=ConversationEngine(resources, clients),
+            line=Line(),
+            write_progress=keep,
+            speech_prices=None,
+        )
+        transport = FastAPIWebsocketTransport(
+            websocket,
+            FastAPIWebsocketParams(
+                audio_in_enabled=True,
+                audio_out_enabled=True,
+                audio_in_sample_rate=SAMPLE_RATE,
+                audio_out_sample_rate=SAMPLE_RATE,
+                audio_out_10ms_chunks=2,
+                audio_out_end_silence_secs=0,
+                serializer=MediaStreamSerializer(start["streamSid"], max_message_bytes=65536),
+                allowed_origins=[],
+            ),
+        )
+        await run_agent_call(
+            session,
+            transport,
+            stt=InstantEars(),
+            tts=InstantVoice(),
+            welcome="Hi, this is Ava.",
+            settings=settings,
+        )
+
+    app = Starlette(routes=[WebSocketRoute("/voice", stream)])
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=1 << 20)
+
+
+# The carriers' side
+
+
+def caller_audio() -> bytes:
+    import audioop
+
+    from app.voice.speech import synthesize
+
+    pcm, rate = synthesize(LINE)
+    converted, _ = audioop.ratecv(pcm, 2, 1, rate, 8000, None)
+    return audioop.lin2ulaw(converted, 2)
+
+
+async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str, list[float]]:
+    from websockets.asyncio.client import connect
+
+    latencies: list[float] = []
+    gaps: list[float] = []
+    received: list[float] = []
+    async with connect(f"ws://127.0.0.1:{port}/voice") as ws:
+        sid = f"CA{index:032x}"
+
+        async def send(message: dict[str, Any]) -> None:
+            await ws.send(json.dumps(message))
+
+        async def read() -> None:
+            async for raw in ws:
+                message = json.loads(raw)
+                if message.get("event") == "media":
+                    received.append(time.monotonic())
+
+        reader = asyncio.create_task(read())
+        await send({"event": "connected", "protocol": "Call", "version": "1.0.0"})
+        await send(
+            {
+                "event": "start",
+                "start": {"streamSid": f"MZ{index:032x}", "callSid": sid, "customParameters": {}},
+            }
+        )
+        silence = b"\xff" * FRAME
+        started = time.monotonic()
+        frame_index = 0
+
+        async def play(chunk: bytes) -> None:
+            nonlocal frame_index
+            payload = base64.b64encode(chunk).decode()
+            await send({"event": "media", "media": {"payload": payload}})
+            frame_index += 1
+            await asyncio.sleep(max(0.0, started + frame_index * 0.02 - time.monotonic()))
+
+        async def quiet_until_agent_done(limit: float) -> None:
+            deadline = time.monotonic() + limit
+            while time.monotonic() < deadline:
+                await play(silence)
+                if received and time.monotonic() - received[-1] > 0.3:
+                    return
+
+        await quiet_until_agent_done(10)  # the welcome
+        frames = [speech[o : o + FRAME].ljust(FRAME, b"\xff") for o in range(0, len(speech), FRAME)]
+        last_voiced = max(i for i, f in enumerate(frames) if voiced(f))
+        for _ in range(turns):
+            spoke_at = time.monotonic()
+            for position, chunk in enumerate(frames):
+                await play(chunk)
+                if position == last_voiced:
+                    spoke_at = time.monotonic()  # the caller's end of speech
+            before = len(received)
+            deadline = spoke_at + 10
+            while len(received) == before and time.monotonic() < deadline:
+                await play(silence)
+            if len(received) > before:
+                latencies.append(received[before] - spoke_at)
+            mark = len(received)
+            await quiet_until_agent_done(10)
+            reply = received[mark - 1 :] if mark else received
+            gaps += [b - a for a, b in itertools.pairwise(reply) if b - a < 0.2]
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    return {"latencies": latencies, "gaps": gaps}
+
+
+def voiced(ulaw: bytes) -> bool:
+    import audioop
+
+    return audioop.rms(audioop.ulaw2lin(ulaw, 2), 2) > 300
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) -> dict[str, Any]:
+    from pipecat.audio.vad.vad_analyzer import VAD_STOP_SECS
+
+    from app.voice.pipeline import END_OF_TURN_SECONDS
+
+    cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
+    results = await asyncio.gather(*(one_call(port, i, speech, turns) for i in range(calls)))
+    wall = time.monotonic() - wall_before
+    cpu = cpu_seconds(pid) - cpu_before
+    waits = VAD_STOP_SECS + END_OF_TURN_SECONDS
+    added = [(t - waits) * 1000 for r in results for t in r["latencies"]]
+    # pipecat sends each 20 ms frame half a frame ahead (the carrier buffers): regularity is
+    # measured against the typical gap, whatever it is.
+    typical = statistics.median([g for r in results for g in r["gaps"]] or [0.02])
+    jitter = [abs(g - typical) * 1000 for r in results for g in r["gaps"]]
+    return {
+        "calls": calls,
+        "turns": len(added),
+        "added_p50_ms": round(percentile(added, 0.5), 1),
+        "added_p99_ms": round(percentile(added, 0.99), 1),
+        "jitter_p99_ms": round(percentile(jitter, 0.99), 2),
+        "cpu_ms_per_call_second": round(cpu * 1000 / (calls * wall), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--knee", default="1,5,10,20,30,40")
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.database_url)
+        return
+
+    from app.db.migrate import upgrade
+
+    work = Path(tempfile.mkdtemp(prefix="sb-voice-bench-"))
+    database_url = f"sqlite+aiosqlite:///{work / 'bench.db'}"
+    upgrade(database_url)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port), "--database-url", database_url],
+        cwd=REPO_DIR,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("the bench server did not start")
+            time.sleep(0.1)
+        speech = caller_audio()
+        asyncio.run(run_level(port, server.pid, 1, 1, speech))  # warm up
+        levels = sorted({int(n) for n in args.knee.split(",")} | {args.calls})
+        rows: dict[int, dict[str, Any]] = {}
+        for calls in levels:
+            rows[calls] = asyncio.run(run_level(port, server.pid, calls, args.turns, speech))
+            print(json.dumps(rows[calls]))
+        knee = next((n for n in levels if rows[n]["added_p99_ms"] > 100), None)
+        at = rows[args.calls]
+        print(
+            json.dumps(
+                {
+                    "calls": args.calls,
+                    "added_latency_p50_ms": at["added_p50_ms"],
+                    "added_latency_p99_ms": at["added_p99_ms"],
+                    "jitter_p99_ms": at["jitter_p99_ms"],
+                    "cpu_ms_per_call_second": at["cpu_ms_per_call_second"],
+                    "knee_calls": knee,
+                    "knee_levels": levels,
+                    "median_of_turns": statistics.median([r["turns"] for r in rows.values()]),
+                }
+            )
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+if __name__ == "__main__":
+    main()
