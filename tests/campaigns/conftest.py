@@ -128,7 +128,9 @@ class TakingTurns(Resources):
 
 @pytest.fixture
 def jobs(resources: Resources, sessionmaker: async_sessionmaker[AsyncSession]) -> Jobs:
-    taking_turns = TakingTurns(**{f.name: getattr(resources, f.name) for f in fields(Resources)})
+    taking_turns = TakingTurns(
+        **{f.name: getattr(resources, f.name) for f in fields(Resources) if f.init}
+    )
     return Jobs(taking_turns, sessionmaker)
 
 
