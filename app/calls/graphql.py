@@ -21,12 +21,13 @@ from strawberry.types import Info
 from app.agents.graphql import Agent, as_agent
 from app.agents.repository import AgentRepository
 from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony
+from app.calls import numbers, service, telephony, web
 from app.calls.schemas import (
     DEFAULT_PAGE_SIZE,
     CallDispatch,
     CallLogListQuery,
     PhoneNumberAssign,
+    WebCallStart,
     call_log_to_public,
 )
 from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
@@ -267,6 +268,24 @@ CALLS = DomainMutations(
 )
 
 
+@strawberry.input(description="POST /api/v1/calls/web: a browser session with an agent.")
+class StartWebCallInput:
+    agent_id: strawberry.ID
+
+
+@strawberry.type(description="Where a browser streams its microphone to talk to the agent.")
+class WebCall:
+    call_log_id: strawberry.ID
+    url: str = strawberry.field(description="The session's websocket URL (ws:// or wss://)")
+    token: str = strawberry.field(description="Opens the stream once, until expiresAt")
+    expires_at: datetime
+
+
+START_WEB_CALL_PAYLOAD = CALLS.payload_type(
+    "StartWebCallPayload", {"web_call": WebCall}, "The browser session, or why it was refused."
+)
+
+
 @strawberry.input(description="POST /api/v1/phone-numbers")
 class AssignPhoneNumberInput:
     phone_number: str = strawberry.field(description="E.164")
@@ -323,6 +342,41 @@ class Mutation:
             lambda session, subject, data: telephony.dispatch_call(
                 session, subject, data, max_live_calls=limit
             ),
+        )
+
+    @CALLS.mutation(
+        payload=START_WEB_CALL_PAYLOAD,
+        description="Start a browser session with an agent (an inbound call log): the "
+        "browser streams its microphone to `url` with the single-use `token`.",
+    )
+    async def start_web_call(self, info: Info[Context, None], input: StartWebCallInput) -> Payload:
+        settings = info.context.resources.settings
+        public_url = web.public_base_url(info.context.request, settings)
+
+        def answer(started: web.WebCall) -> dict[str, Any]:
+            return {
+                "web_call": WebCall(
+                    call_log_id=strawberry.ID(started.call_log.id),
+                    url=started.url,
+                    token=started.token,
+                    expires_at=started.expires_at,
+                )
+            }
+
+        return await CALLS.save(
+            info,
+            WebCallStart,
+            input,
+            lambda session, subject, data: web.start_web_call(
+                session,
+                subject,
+                data,
+                public_url=public_url,
+                max_calls=settings.voice_max_concurrent_calls,
+                token_seconds=settings.voice_stream_token_seconds,
+            ),
+            answer=answer,
+            payload=START_WEB_CALL_PAYLOAD,
         )
 
 

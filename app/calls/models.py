@@ -23,6 +23,9 @@ from sqlalchemy.types import TypeDecorator
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
 from app.kit.clock import utcnow
 
+# The `call_id` of a browser session (app/calls/web.py): it has no carrier call.
+BROWSER_CALL_ID_PREFIX = "web_"
+
 
 class Amount(TypeDecorator[float]):
     """A double that reads back as a float everywhere. asyncpg already returns floats, and

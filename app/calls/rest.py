@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.responses import Response
 
 from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony
+from app.calls import numbers, service, telephony, web
 from app.calls.schemas import (
     CallDispatch,
     CallLogListQuery,
     CallLogResponse,
     PhoneNumberAssign,
     PhoneNumberResponse,
+    WebCallResponse,
+    WebCallStart,
     call_log_to_public,
     phone_number_to_public,
 )
+from app.kit.clock import isoformat
 from app.kit.errors import NotFound
 from app.kit.http_errors import ErrorStyle, error_response
 from app.kit.pagination import envelope_b, envelope_c
@@ -45,6 +50,33 @@ async def dispatch_call(ctx: RequestContext) -> Response:
         # An unknown agent (or another organization's) answers as the agents routes do.
         return error_response(exc, ErrorStyle.AGENT)
     return json_response(call_log_to_public(call_log), status_code=201)
+
+
+def web_call_to_public(web_call: web.WebCall) -> dict[str, Any]:
+    return {
+        "call_log_id": web_call.call_log.id,
+        "url": web_call.url,
+        "token": web_call.token,
+        "expires_at": isoformat(web_call.expires_at),
+    }
+
+
+async def start_web_call(ctx: RequestContext) -> Response:
+    settings = ctx.resources.settings
+    try:
+        web_call = await web.start_web_call(
+            ctx.session,
+            ctx.subject,
+            ctx.body(WebCallStart),
+            public_url=web.public_base_url(ctx.request, settings),
+            max_calls=settings.voice_max_concurrent_calls,
+            token_seconds=settings.voice_stream_token_seconds,
+        )
+    except NotFound as exc:
+        if exc.resource != "Agent":
+            raise
+        return error_response(exc, ErrorStyle.AGENT)
+    return json_response(web_call_to_public(web_call), status_code=201)
 
 
 async def assign_phone_number(ctx: RequestContext) -> Response:
@@ -85,6 +117,20 @@ OPERATIONS = (
         request_model=CallDispatch,
         response_model=CallLogResponse,
         errors=(400, 404, 422),
+        error_styles=((404, ErrorStyle.AGENT),),
+    ),
+    Operation(
+        "POST",
+        "/calls/web",
+        start_web_call,
+        Scope.CALLS_DISPATCH,
+        "Start a browser session with an agent: the browser streams its microphone to `url`"
+        " with the single-use `token` and hears the agent (docs/api.md, Browser sessions)",
+        "calls",
+        status_code=201,
+        request_model=WebCallStart,
+        response_model=WebCallResponse,
+        errors=(400, 404, 422, 429),
         error_styles=((404, ErrorStyle.AGENT),),
     ),
     Operation(

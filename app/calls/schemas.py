@@ -184,3 +184,21 @@ class PhoneNumberResponse(BaseModel):
 
 
 phone_number_to_public = public_shape(PhoneNumberResponse)
+
+
+class WebCallStart(BaseModel):
+    """POST /api/v1/calls/web and the startWebCall mutation: a browser session with an agent."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # A str (not UUID) so a malformed id answers the agents' 400, as on POST /calls.
+    agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
+
+
+class WebCallResponse(BaseModel):
+    """Where the browser streams its microphone, and the single-use token that opens it."""
+
+    call_log_id: str
+    url: str = Field(description="The session's websocket URL (ws:// or wss://)")
+    token: str = Field(description="Opens the stream once, until expires_at")
+    expires_at: str
