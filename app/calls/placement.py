@@ -121,32 +121,34 @@ async def unplaced_before(session: AsyncSession, cutoff: datetime, limit: int) -
     return list((await session.scalars(statement)).all())
 
 
-async def end_unplaced_calls(resources: Resources) -> int:
-    """The sweep: end every call the carrier did not confirm in time. Returns how many."""
-    settings = resources.settings
-    cutoff = sweep_cutoff(settings)
+async def end_unplaced_calls(session: AsyncSession, settings: Settings) -> int:
+    """End every call the carrier did not confirm in time; the caller commits. Returns how
+    many calls it ended."""
     ended = 0
+    for call_log_id in await unplaced_before(session, sweep_cutoff(settings), SWEEP_BATCH):
+        call_log = await call_log_for_carrier(session, call_log_id)
+        if (
+            call_log is None
+            or call_log.status != IN_PROGRESS
+            or not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
+            or call_log.direction != "outbound"
+        ):
+            continue  # placed or ended meanwhile
+        attempted = call_log.placement_attempted_at is not None
+        reason = PLACEMENT_UNCONFIRMED if attempted else PLACEMENT_STALLED
+        await end_unplaced(session, call_log, reason)
+        logger.warning(
+            "outbound call never confirmed by the carrier; ended",
+            call_log_id=call_log_id,
+            reason=reason,
+        )
+        ended += 1
+    return ended
+
+
+async def sweep(resources: Resources) -> int:
+    """The placement sweep in its own transaction (run by the voice sweep's loop)."""
     async with resources.session(writes=True) as session:
-        for call_log_id in await unplaced_before(session, cutoff, SWEEP_BATCH):
-            call_log = await call_log_for_carrier(session, call_log_id)
-            if (
-                call_log is None
-                or call_log.status != IN_PROGRESS
-                or not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
-                or call_log.direction != "outbound"
-            ):
-                continue  # placed or ended meanwhile
-            reason = (
-                PLACEMENT_UNCONFIRMED
-                if call_log.placement_attempted_at is not None
-                else PLACEMENT_STALLED
-            )
-            await end_unplaced(session, call_log, reason)
-            logger.warning(
-                "outbound call never confirmed by the carrier; ended",
-                call_log_id=call_log_id,
-                reason=reason,
-            )
-            ended += 1
+        ended = await end_unplaced_calls(session, resources.settings)
         await session.commit()
     return ended

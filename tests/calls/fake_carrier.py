@@ -54,9 +54,11 @@ class FakeCarrier:
     updates: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     update_hooks: list[Any] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Placement faults: the call is created, then the answer takes this long (longer than
-    # the client waits: a timeout after the carrier accepted); or, with `create_on_delay`
-    # false, the request is dropped without a call.
+    # Placement faults, for the next `delayed_answers` requests: the call is created, then
+    # the answer takes `answer_delay` seconds (longer than the client waits: a timeout after
+    # the carrier accepted); or, with `create_on_delay` false, the request is dropped after
+    # that long without a call.
+    delayed_answers: int = 0
     answer_delay: float = 0.0
     create_on_delay: bool = True
     # The call list (Calls.json GET) answers 503 while this is set.
@@ -81,7 +83,10 @@ class FakeCarrier:
             return _error(503, 20503, "Service unavailable")
         if "StatusCallback" not in values:
             return _error(400, 21205, "StatusCallback is required by this fake")
-        if self.answer_delay and not self.create_on_delay:
+        with self.lock:
+            delayed = self.delayed_answers > 0
+            self.delayed_answers -= int(delayed)
+        if delayed and not self.create_on_delay:
             await asyncio.sleep(self.answer_delay)
             return _error(503, 20503, "Service unavailable")
         sid = "CA" + secrets.token_hex(16)
@@ -105,7 +110,7 @@ class FakeCarrier:
         with self.lock:
             self.calls[sid] = call
         public = {k: v for k, v in call.items() if k not in ("recordings", "twiml")}
-        if self.answer_delay:
+        if delayed:
             await asyncio.sleep(self.answer_delay)  # accepted, but the answer comes too late
         return JSONResponse(public, status_code=201)
 
