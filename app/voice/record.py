@@ -132,6 +132,7 @@ async def fail_stale_streams(resources: Resources, stale_after_seconds: float) -
             elapsed = (heartbeat - call_log.started_at).total_seconds()
             call_log.duration_seconds = max(0, round(elapsed))
             await session.flush()
+            await analyze_after_call(session, call_log)
             await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
             ended += 1
         await session.commit()

@@ -64,6 +64,9 @@ async def engine(
         telephony_public_url=PUBLIC_URL,
         telephony_timeout_seconds=CLIENT_TIMEOUT,
         job_max_starts=3,
+        # The voice runtime's own sweep waits half of this between rounds: here the tests
+        # run the placement sweep themselves, at the moments they choose.
+        voice_stale_after_seconds=3600.0,
     ) as running:
         fake.requests.clear()
         try:
@@ -278,3 +281,20 @@ async def test_the_call_list_lookup_reads_started_and_queued_calls(
     finally:
         carrier.carrier.list_outage = False
         await client.aclose()
+
+
+async def test_the_voice_runtime_runs_the_placement_sweep(
+    backend: tuple[str, str | None], tmp_path: Path
+) -> None:
+    url, redis_url = backend
+    async with running_engine(
+        url, tmp_path, redis_url=redis_url, voice_stale_after_seconds=2.0
+    ) as engine:
+        tenant = await engine.tenants.organization()
+        stalled = await stuck_call(engine, tenant, call_id="sb_" + secrets.token_hex(16), hours=1)
+
+        async def ended() -> bool:
+            return (await call_log(engine, tenant, stalled))["status"] == "failed"
+
+        await eventually(ended, 10.0)
+        assert (await call_log(engine, tenant, stalled))["end_reason"] == PLACEMENT_STALLED
