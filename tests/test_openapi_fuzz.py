@@ -80,6 +80,8 @@ SUCCESS_NEEDS_STATE = frozenset(
         "POST /api/v1/knowledge-base/upload",
         # Two path ids that must name a run of that agent; one generated id fills both.
         "GET /api/v1/agents/{agent_id}/tests/{test_id}",
+        # A finished call with a transcript whose agent defines analysis settings.
+        "POST /api/v1/call-logs/{call_log_id}/analyze",
     }
 )
 EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode

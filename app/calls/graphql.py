@@ -21,7 +21,7 @@ from strawberry.types import Info
 from app.agents.graphql import Agent, as_agent
 from app.agents.repository import AgentRepository
 from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony, web
+from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     DEFAULT_PAGE_SIZE,
     CallDispatch,
@@ -42,6 +42,7 @@ from app.kit.errors import (
     Conflict,
     DomainError,
     InvalidInput,
+    InvalidState,
     LiveModeForbidden,
     NotFound,
     RequestValidationFailed,
@@ -124,6 +125,11 @@ class CallLog:
     )
     answered_by: str | None = strawberry.field(
         description="The carrier's answering-machine verdict on an outbound live call"
+    )
+    analysis: JSON | None = strawberry.field(
+        description="The post-call analysis, as REST's `analysis`: {status, data, success, "
+        "criteria, reason, extractor, model, unfilled, error, requested_at, analyzed_at}; "
+        "null when the agent asks for none"
     )
     livemode: bool
     created_at: datetime
@@ -286,6 +292,16 @@ START_WEB_CALL_PAYLOAD = CALLS.payload_type(
 )
 
 
+CALL_ANALYSIS = DomainMutations(
+    "CallAnalysis",
+    scope=Scope.CALLS_READ,
+    errors=(InvalidState, NotFound, LiveModeForbidden),
+    node=CallLog,
+    as_node=as_call_log,
+    node_field="call_log",
+)
+
+
 @strawberry.input(description="POST /api/v1/phone-numbers")
 class AssignPhoneNumberInput:
     phone_number: str = strawberry.field(description="E.164")
@@ -328,6 +344,17 @@ class Mutation:
         )
 
     unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
+
+    @CALL_ANALYSIS.mutation(
+        description="POST /api/v1/call-logs/{id}/analyze: run the call's analysis again; "
+        "the call log comes back with `analysis.status` `pending`."
+    )
+    async def analyze_call_log(self, info: Info[Context, None], id: strawberry.ID) -> Payload:
+        return await CALL_ANALYSIS.perform(
+            info,
+            lambda session, subject: analysis.request_analysis(session, subject, id),
+            CALL_ANALYSIS.node_answer,
+        )
 
     @CALLS.mutation(
         description="Log an outbound call (in-progress) and place it: test keys on the "

@@ -64,6 +64,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         CallLog.output_tokens,
         CallLog.end_reason,
         CallLog.answered_by,
+        CallLog.analysis,
         CallLog.livemode,
         CallLog.created_at,
         CallLog.updated_at,

@@ -7,7 +7,7 @@ from typing import Any
 from starlette.responses import Response
 
 from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony, web
+from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     CallDispatch,
     CallLogListQuery,
@@ -34,6 +34,13 @@ async def list_call_logs(ctx: RequestContext) -> Response:
 
 
 get_call_log = get_handler(service.get_call_log, "call_log_id", call_log_to_public)
+
+
+async def analyze_call_log(ctx: RequestContext) -> Response:
+    call_log = await analysis.request_analysis(
+        ctx.session, ctx.subject, ctx.path_param("call_log_id")
+    )
+    return json_response(call_log_to_public(call_log), status_code=202)
 
 
 async def dispatch_call(ctx: RequestContext) -> Response:
@@ -154,6 +161,18 @@ OPERATIONS = (
         _TAG,
         response_model=CallLogResponse,
         errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/call-logs/{call_log_id}/analyze",
+        analyze_call_log,
+        Scope.CALLS_READ,
+        "Run the call's analysis again (its agent's analysis_schema and success_criteria);"
+        " answers at once with `analysis.status` `pending`",
+        _TAG,
+        status_code=202,
+        response_model=CallLogResponse,
+        errors=(400, 403, 404),
     ),
     Operation(
         "POST",

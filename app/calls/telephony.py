@@ -22,6 +22,7 @@ from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE
 from app.agents.service import INVALID_ID_MESSAGE
 from app.auth.subject import Subject
+from app.calls.analysis import analyze_after_call
 from app.calls.models import CallLog
 from app.calls.repository import (
     CallLogRepository,
@@ -218,6 +219,7 @@ async def apply_status(
     await session.flush()
     for event_type, data in update_.events:
         await emit(session, call_log, event_type, data)
+    await analyze_after_call(session, call_log)
     await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
     if call_log.livemode and status == "completed":
         outbox.schedule(session, FETCH_DETAILS_ACTOR, call_log.id, queue=CALLS_QUEUE)

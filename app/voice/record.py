@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.calls.analysis import analyze_after_call
 from app.calls.models import CallLog
 from app.calls.repository import call_log_for_carrier, stale_streams
 from app.calls.schemas import call_log_to_public
@@ -104,6 +105,7 @@ async def finish_call(session: AsyncSession, call_log_id: str, outcome: CallOutc
     await session.flush()
     for event_type, data in outcome.events:
         await emit(session, call_log, event_type, data)
+    await analyze_after_call(session, call_log)
     await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
     if call_log.livemode and call_log.call_id.startswith("CA") and outcome.status == "completed":
         outbox.schedule(session, FETCH_DETAILS_ACTOR, call_log.id, queue=CALLS_QUEUE)
@@ -134,6 +136,7 @@ async def fail_stale_streams(resources: Resources, stale_after_seconds: float) -
             elapsed = (heartbeat - call_log.started_at).total_seconds()
             call_log.duration_seconds = max(0, round(elapsed)) if opened else 0
             await session.flush()
+            await analyze_after_call(session, call_log)
             await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
             ended += 1
         await session.commit()

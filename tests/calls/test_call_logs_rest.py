@@ -75,6 +75,7 @@ async def test_get_returns_the_call_log_shape(
         "cost",
         "end_reason",
         "answered_by",
+        "analysis",
         "livemode",
         "created_at",
         "updated_at",
