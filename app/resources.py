@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.auth.cache import CredentialCache, RevocationListener
 from app.auth.failures import FailedAuthentications
-from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import ON_DRIVER, READ_POOL
@@ -25,6 +24,7 @@ from app.events.stream import (
 )
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
+from app.kit.send_governor import LocalSendGovernor, SendGovernor, build_send_governor
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Resources:
     # organization holds open in this process.
     event_stream: EventStream = LOCAL_EVENT_STREAM
     subscriptions: SubscriptionQuota = field(init=False)
-    # Paces every send of a channel, one budget across processes (app/channels/governor.py).
+    # Paces every send of a channel, one budget across processes (app/kit/send_governor.py).
     send_governor: SendGovernor = field(default_factory=LocalSendGovernor)
     # The subscriptions' pub/sub client: no read timeout (app/kit/redis_clients.py).
     listening_redis: Redis | None = None

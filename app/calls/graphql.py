@@ -6,8 +6,6 @@ goes through `load_recent_calls`, which batches every contact of a response into
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any, cast
@@ -30,7 +28,13 @@ from app.calls.schemas import (
     WebCallStart,
     call_log_to_public,
 )
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
+from app.events.graphql import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
+from app.events.stream import PendingRead
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
@@ -439,10 +443,15 @@ async def _snapshot(context: SocketContext, call_log_id: str) -> CallProgress:
     return CallProgress(type="snapshot", status=row.status, data=data)
 
 
-async def _progress(
-    context: SocketContext,
-    stream: LiveEvents,
-    first: CallProgress,
+def _progress(
+    context: SocketContext, stream: LiveEvents, first: CallProgress
+) -> AsyncGenerator[CallProgress, None]:
+    organization_id = context.require_subject().organization_id
+    return follow_live(stream, _steps(context, stream, first), organization_id)
+
+
+async def _steps(
+    context: SocketContext, stream: LiveEvents, first: CallProgress
 ) -> AsyncGenerator[CallProgress, None]:
     """`first`, then the call's events from `stream` (subscribed before `first` was read, so
     no step in between is lost), until it ends. While the stream is silent the call is read
@@ -451,24 +460,19 @@ async def _progress(
     # The call's mode, not the credential's: a live key may follow a test-mode call.
     livemode = cast(dict[str, Any], first.data)["livemode"]
     status = first.status
-    waiting: asyncio.Task[dict[str, Any]] | None = None
+    reads = PendingRead(stream)
     try:
         yield first
         if status in END_STATUSES:
             return
         while True:
-            if waiting is None:
-                waiting = asyncio.ensure_future(anext(stream))
-            # Not wait_for: cancelling the read on a timeout would close the stream.
-            done, _ = await asyncio.wait({waiting}, timeout=PROGRESS_RECHECK_SECONDS)
-            if not done:
+            body = await reads.next(PROGRESS_RECHECK_SECONDS)
+            if body is None:
                 snapshot = await _snapshot(context, call_log_id)
                 if snapshot.status in END_STATUSES:
                     yield snapshot
                     return
                 continue
-            body = waiting.result()
-            waiting = None
             data: dict[str, Any] = body.get("data") or {}
             if (
                 body.get("livemode") is not livemode
@@ -483,11 +487,7 @@ async def _progress(
             if body["type"] == "call.completed":
                 return
     finally:
-        if waiting is not None:
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await waiting
-        await stream.aclose()
+        await reads.close()
 
 
 @strawberry.type

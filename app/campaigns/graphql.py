@@ -3,7 +3,8 @@ requires `campaigns:manage`; mutations answer typed errors (`errors: [UserError]
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any, cast
 
@@ -20,7 +21,12 @@ from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
 from app.contacts.graphql import Contact, as_contact
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
+from app.events.graphql import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, PageInfo, numbered_page
@@ -386,11 +392,20 @@ async def _progress(
         poll_seconds=resources.settings.campaign_progress_poll_seconds,
         before_yield=context.recheck,
     )
+    progress = follow_live(events, _as_progress(updates), subject.organization_id)
+    async with aclosing(progress):
+        async for step in progress:
+            yield step
+
+
+async def _as_progress(
+    updates: AsyncIterator[reports.ProgressSnapshot],
+) -> AsyncGenerator[CampaignProgress, None]:
     try:
         async for snapshot in updates:
             yield as_progress(snapshot)
     except reports.CampaignGone:
-        raise as_graphql_error(NotFound(service.CAMPAIGN)) from None
+        raise NotFound(service.CAMPAIGN) from None
     finally:
         await updates.aclose()  # type: ignore[attr-defined]
 

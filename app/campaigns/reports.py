@@ -9,7 +9,6 @@ only: every write belongs to app/campaigns/service.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import csv
 import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -26,6 +25,7 @@ from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import CampaignRepository
 from app.contacts.repository import ContactRepository
+from app.events.stream import PendingRead
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import MAX_LIMIT, CursorPage
@@ -255,29 +255,23 @@ async def watch_progress(
     current = first
     last_read = loop.time()
     dirty = False
-    listening: asyncio.Task[dict[str, Any]] | None = None
+    reads = PendingRead(events)
     stream_alive = True
     try:
         while True:
             wait = poll_seconds if current.status in MOVING else DRAFT_RECHECK_SECONDS
             due = last_read + (EVENT_READ_GAP_SECONDS if dirty else wait)
-            if stream_alive and listening is None:
-                # One pending read of the stream across timeouts: cancelling it would close
-                # the stream's generator.
-                listening = asyncio.ensure_future(anext(events))
             timeout = due - loop.time()
             # Once a read is due it happens, however many events are still queued.
-            if timeout > 0 and listening is not None:
-                done, _ = await asyncio.wait({listening}, timeout=timeout)
-                if listening in done:
-                    finished, listening = listening, None
-                    try:
-                        body = finished.result()
-                    except Exception:
-                        logger.warning("event stream failed; progress by polling only")
-                        stream_alive = False
-                    else:
-                        dirty = dirty or concerns(body, current.campaign_id, livemode)
+            if timeout > 0 and stream_alive:
+                try:
+                    body = await reads.next(timeout)
+                except Exception:
+                    logger.warning("event stream failed; progress by polling only")
+                    stream_alive = False
+                    continue
+                if body is not None:
+                    dirty = dirty or concerns(body, current.campaign_id, livemode)
                     continue
             elif timeout > 0:
                 await asyncio.sleep(timeout)
@@ -292,11 +286,7 @@ async def watch_progress(
             if latest.finished:
                 return
     finally:
-        if listening is not None:
-            # The stream's generator must be idle before it can be closed.
-            listening.cancel()
-            with contextlib.suppress(BaseException):
-                await listening
+        await reads.close()
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()

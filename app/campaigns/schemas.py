@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
@@ -143,3 +143,28 @@ class CampaignResponse(BaseModel):
 
 
 campaign_to_public = public_shape(CampaignResponse)
+
+
+def recipient_to_public(recipient: Any) -> dict[str, Any]:
+    return {
+        "campaign_id": recipient.campaign_id,
+        "contact_id": recipient.contact_id,
+        "phone_number": recipient.phone_number,
+        "status": recipient.status,
+        "platform_message_id": recipient.platform_message_id,
+        "error": recipient.error,
+        "sent_at": recipient.sent_at,
+        "delivered_at": recipient.delivered_at,
+        "read_at": recipient.read_at,
+        "failed_at": recipient.failed_at,
+    }
+
+
+def campaign_message_to_public(recipient: Any, channel_id: str) -> dict[str, Any]:
+    """A campaign message as `message.sent` / `message.failed` carry it."""
+    return {
+        **recipient_to_public(recipient),
+        "channel_id": channel_id,
+        "direction": "outbound",
+        "type": "template",
+    }

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import strawberry
 import structlog
@@ -25,13 +25,15 @@ from app.auth.service import resolve_credential
 from app.auth.subject import Subject
 from app.events.stream import TooManySubscriptions
 from app.graphql.context import Context
-from app.graphql.errors import Unauthenticated
+from app.graphql.errors import Unauthenticated, as_graphql_error
 from app.graphql.permissions import requires
 from app.kit.errors import DomainError
 from app.knowledge.service import KNOWLEDGE_EVENTS
 from app.webhooks.events import SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED
 
 logger = structlog.get_logger("switchboard.graphql")
+
+T = TypeVar("T")
 
 # Every type the stream carries: `webhook.test` goes to one subscription only, never fanned out.
 STREAMED_EVENTS: tuple[str, ...] = (*SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED, *KNOWLEDGE_EVENTS)
@@ -168,30 +170,57 @@ class LiveEvents:
             self._quota.release(self._organization_id)
 
 
-async def _relay(
-    context: SocketContext, subject: Subject, wanted: frozenset[str] | None
-) -> AsyncGenerator[Event, None]:
-    stream = LiveEvents(context, subject)
+async def follow_live(
+    stream: LiveEvents, steps: AsyncIterator[T], organization_id: str
+) -> AsyncGenerator[T, None]:
+    """The loop of every live-progress subscription (events, campaigns, calls): hands out
+    `steps`, made from `stream`, with one error path. A GraphQL error ends the subscription
+    as it is, a domain error as its GraphQL error; any other failure (e.g. the event stream
+    lost with Redis) is logged and ends it with `stream_interrupted`, since Strawberry would
+    send the client str(exc). The steps and the stream are closed however it ends."""
     try:
-        async for body in stream:
-            # A test key sees test-mode events only, a live key live ones, as with webhooks.
-            if body.get("livemode") is not subject.livemode:
-                continue
-            if wanted is not None and body.get("type") not in wanted:
-                continue
-            await context.recheck()
-            yield as_event(body)
+        async for step in steps:
+            yield step
     except GraphQLError:
         raise
+    except DomainError as exc:
+        raise as_graphql_error(exc) from exc
     except Exception as exc:
-        # e.g. Redis gone: Strawberry would send str(exc) to the client; log it, say less.
-        logger.exception("event stream failed", organization_id=subject.organization_id)
+        logger.exception("event stream failed", organization_id=organization_id)
         raise GraphQLError(
             "The event stream was interrupted; subscribe again",
             extensions={"code": "stream_interrupted"},
         ) from exc
     finally:
-        await stream.aclose()
+        try:
+            close = getattr(steps, "aclose", None)
+            if close is not None:
+                await close()
+        finally:
+            await stream.aclose()
+
+
+async def _events(
+    context: SocketContext, subject: Subject, stream: LiveEvents, wanted: frozenset[str] | None
+) -> AsyncGenerator[Event, None]:
+    async for body in stream:
+        # A test key sees test-mode events only, a live key live ones, as with webhooks.
+        if body.get("livemode") is not subject.livemode:
+            continue
+        if wanted is not None and body.get("type") not in wanted:
+            continue
+        await context.recheck()
+        yield as_event(body)
+
+
+async def _relay(
+    context: SocketContext, subject: Subject, wanted: frozenset[str] | None
+) -> AsyncGenerator[Event, None]:
+    stream = LiveEvents(context, subject)
+    events = follow_live(stream, _events(context, subject, stream, wanted), subject.organization_id)
+    async with aclosing(events):
+        async for event in events:
+            yield event
 
 
 @strawberry.type
