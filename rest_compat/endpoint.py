@@ -17,14 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.auth.gate import (
+from app.access.gate import (
     authenticate,
     check_organization_header,
     client_address,
     record_key_use,
 )
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.config import Settings
 from app.idempotency import service as idempotency
 from app.kit.body import (

@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.config import AgentConfig
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE, AgentCreate, AgentUpdate
-from app.auth.subject import Subject
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams

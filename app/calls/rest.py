@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.calls import numbers, service, telephony
 from app.calls.schemas import (
     CallDispatch,

@@ -55,9 +55,9 @@ from app.integrations.whatsapp.errors import (
 )
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.types import WhatsAppPlatform
+from app.jobs import JobContext, Task
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext, Task
 from app.resources import Resources
 
 # Test mode: recipients per simulated batch, and batches per run.

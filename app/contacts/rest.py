@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.contacts import service
 from app.contacts.schemas import ContactCreate, ContactResponse, ContactUpdate, contact_to_public
 from app.kit.pagination import envelope_c

@@ -6,7 +6,7 @@ from typing import Literal
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.inbox import service
 from app.inbox.schemas import TicketAssign, TicketCreate, TicketResponse, ticket_to_public
 from app.kit.pagination import envelope_c

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.queries import CursorQuery
 from app.quick_replies import service
 from app.quick_replies.cache import snippet_cache

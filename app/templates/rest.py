@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.pagination import PageParams, envelope_a
 from app.templates import service
 from app.templates.schemas import (

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.pagination import MAX_LIMIT, CursorPage, envelope_c
 from app.kit.queries import CursorQuery
 from app.webhooks import service

@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
+from app.events.types import SUBSCRIBABLE_EVENTS
 from app.kit.serialize import public_shape
 from app.kit.validation import HTTP_URL_PATTERN, refuse_null, without_null
-from app.webhooks.events import MAX_URL_LENGTH, SUBSCRIBABLE_EVENTS
+from app.webhooks.events import MAX_URL_LENGTH
 
 # Cap on the list a caller sends (before repeats are dropped): list inputs stop at 100 items.
 MAX_EVENT_ITEMS = 100

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidState, NotFound
 from app.kit.pagination import CursorPage, CursorParams

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.jwt import TokenClaims, issue_token
-from app.auth.models import ApiKey
+from app.access.jwt import TokenClaims, issue_token
+from app.access.models import ApiKey
 from app.auth.service import revoke_api_key
 from app.kit.clock import utcnow
 from tests.conftest import TEST_SECRET, Tenant, TenantFactory

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.failures import FailedAuthentications
+from app.access.failures import FailedAuthentications
 from app.kit.errors import RateLimited
 from app.kit.ratelimit import MemoryRateLimiter, RateLimit
 from app.main import create_app

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import delete, event, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.contacts import repository as contact_repository
 from app.contacts import service
 from app.contacts.models import Contact

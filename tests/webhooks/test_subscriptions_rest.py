@@ -18,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.models import Event
+from app.events.types import SUBSCRIBABLE_EVENTS
 from app.main import create_app
 from app.resources import Resources
-from app.webhooks.events import SUBSCRIBABLE_EVENTS
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 from app.webhooks.ssrf import FORBIDDEN_ADDRESS_MESSAGE
 from tests.conftest import Tenant, TenantFactory, make_settings
