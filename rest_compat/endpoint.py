@@ -173,7 +173,7 @@ class Operation:
     upload_limit: Callable[[Settings], int] | None = None
     # Media types of a binary success body (downloads); empty: JSON.
     binary_response: tuple[str, ...] = field(default=())
-    # The `organization_id` header must be sent (the seed's ticket creation), not only match.
+    # The `organization_id` header must be sent (ticket creation, docs/api.md), not only match.
     requires_organization_header: bool = False
 
     @property

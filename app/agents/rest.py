@@ -1,4 +1,4 @@
-"""/api/v1/agents: routes → agents service → the spec's JSON shapes.
+"""/api/v1/agents: routes → agents service → the JSON shapes of docs/api.md.
 
 Agents answer errors as `{"error": <status>, "message": ...}` (ErrorStyle.AGENT), validation
 failures included (400, not 422).

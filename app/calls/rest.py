@@ -1,4 +1,4 @@
-"""/api/v1/call-logs: routes → calls service → the spec's JSON shapes (envelope B lists)."""
+"""/api/v1/call-logs: routes → calls service → the JSON shapes of docs/api.md (envelope B lists)."""
 
 from __future__ import annotations
 

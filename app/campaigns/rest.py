@@ -1,4 +1,4 @@
-"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes, and
+"""/api/v1/campaigns: routes → campaigns service → the JSON shapes of docs/api.md, and
 the recipient ledger as CSV (app/campaigns/reports.py). Every route requires
 `campaigns:manage`."""
 

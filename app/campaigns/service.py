@@ -1,7 +1,7 @@
 """Campaign operations: the resolvers REST and GraphQL both call, the dispatch run, and the
 platform's status callbacks for campaign messages.
 
-Lifecycle (the seed's table plus CONTRACT §3): a create stores a `draft`; a launch resolves
+Lifecycle (the transition table of docs/api.md): a create stores a `draft`; a launch resolves
 the audience into the recipient ledger (`campaign_recipients`) and moves to `scheduled` (a
 dispatch job due at `scheduled_at`) or `sending` (a dispatch job due now). Pause and cancel
 stop dispatch within a send slice; resume re-schedules. The counters move by deltas in the
@@ -65,7 +65,7 @@ UNCONFIRMED_SEND = (
     "recipient"
 )
 
-# Moves of the seed's table: the states each trigger is accepted from.
+# Moves of the transition table (docs/api.md): the states each trigger is accepted from.
 _PAUSABLE = (CampaignStatus.SENDING, CampaignStatus.SCHEDULED)
 _CANCELLABLE = (CampaignStatus.SCHEDULED, CampaignStatus.SENDING, CampaignStatus.PAUSED)
 _DELETABLE = (CampaignStatus.DRAFT, CampaignStatus.COMPLETED, CampaignStatus.CANCELLED)

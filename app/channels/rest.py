@@ -1,4 +1,4 @@
-"""/api/v1/channels: routes → channels service → the CONTRACT §3 JSON shapes."""
+"""/api/v1/channels: routes → channels service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/api/v1/contacts: routes → contacts service → the spec's JSON shapes."""
+"""/api/v1/contacts: routes → contacts service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 

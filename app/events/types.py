@@ -6,7 +6,7 @@ and the `events` subscription that streams them read one list and import no one 
 
 from __future__ import annotations
 
-# Exactly the spec's list, in the spec's order (the order error messages list them in).
+# Exactly the list docs/api.md gives, in its order (the order error messages list them in).
 SUBSCRIBABLE_EVENTS: tuple[str, ...] = (
     "message.received",
     "message.sent",

@@ -1,4 +1,4 @@
-"""/api/v1/inbox/tickets: routes → inbox service → the spec's JSON shapes."""
+"""/api/v1/inbox/tickets: routes → inbox service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ OPERATIONS = (
         request_model=TicketCreate,
         response_model=TicketResponse,
         errors=(400, 404, 422),
-        # The seed: the caller's organization must be named on ticket creation.
+        # docs/api.md: the caller's organization must be named on ticket creation.
         requires_organization_header=True,
     ),
     Operation(

@@ -1,4 +1,4 @@
-"""/api/v1/knowledge-base: routes → knowledge service → the spec's JSON shapes."""
+"""/api/v1/knowledge-base: routes → knowledge service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 

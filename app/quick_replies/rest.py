@@ -1,4 +1,4 @@
-"""/api/v1/quick-replies: routes → quick replies service → the spec's JSON shape."""
+"""/api/v1/quick-replies: routes → quick replies service → the JSON shape of docs/api.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""/api/v1/templates: routes → templates service → the seed's and CONTRACT §3's shapes."""
+"""/api/v1/templates: routes → templates service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 

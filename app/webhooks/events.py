@@ -29,7 +29,7 @@ def validate_event_names(names: list[str]) -> list[str]:
 def validate_url_scheme(url: str) -> str:
     """The URL without surrounding whitespace, if it is http(s) and not too long.
 
-    Only the prefix rule of the spec; `app.webhooks.ssrf` checks the rest of the URL. The scheme
+    Only the documented prefix rule; `app.webhooks.ssrf` checks the rest of the URL. The scheme
     is matched case-insensitively, as RFC 3986 defines schemes.
     """
     stripped = url.strip()

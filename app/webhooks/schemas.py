@@ -16,7 +16,7 @@ MAX_EVENT_ITEMS = 100
 MAX_EVENT_NAME_LENGTH = 100
 
 # The prefix rule, the allowed names and "at least one" are the service's checks (400 with
-# the spec's messages); the schema documents them so clients and fuzzers see the rules.
+# the documented messages); the schema documents them so clients and fuzzers see the rules.
 _URL_SCHEMA: dict[str, Any] = {"maxLength": MAX_URL_LENGTH, "pattern": HTTP_URL_PATTERN}
 _EVENTS_SCHEMA: dict[str, Any] = {"minItems": 1}
 _EVENT_NAME_SCHEMA: dict[str, Any] = {"enum": list(SUBSCRIBABLE_EVENTS)}
@@ -75,7 +75,7 @@ class WebhookSubscriptionResponse(BaseModel):
 
 
 class WebhookListResponse(BaseModel):
-    """`GET /webhooks`: the spec's `webhooks` array, plus cursor fields for paging."""
+    """`GET /webhooks`: the documented `webhooks` array, plus cursor fields for paging."""
 
     webhooks: list[WebhookSubscriptionResponse]
     has_more: bool

@@ -1,6 +1,6 @@
 """Webhook subscription operations: the resolvers REST and GraphQL both call.
 
-URL checks happen in this order: the spec's prefix rule (400 "URL must start with http:// or
+URL checks happen in this order: the documented prefix rule (400 "URL must start with http:// or
 https://"), then the SSRF guard of `app.webhooks.ssrf`, which resolves the host unless the
 operator allows private URLs. The guard runs again on every delivery (DNS can change), so the
 check here is what gives the caller an early, clear 400.

@@ -1,4 +1,4 @@
-"""CONTRACT §2 on the REST surface: 401/403 bodies, key lifecycle, organization_id header."""
+"""docs/api.md's Authentication on REST: 401/403 bodies, key lifecycle, organization_id header."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Failed credential checks are limited per client address (key spraying): past the limit the
-address's failures get 429 in the spec's shape, on REST and GraphQL alike, while a valid
+address's failures get 429 in the documented shape, on REST and GraphQL alike, while a valid
 credential from the same address (a neighbour behind one NAT) is always served; other addresses
 are not affected, and the address's failures are answered 401 again once its bucket has room."""
 

@@ -1,4 +1,4 @@
-"""Webhook subscriptions over REST: the spec's shapes and errors, SSRF, isolation, paging.
+"""Webhook subscriptions over REST: the documented shapes and errors, SSRF, isolation, paging.
 
 The sandbox has no DNS, so valid URLs here use public IP literals (the guard judges a literal
 without a lookup); names that must resolve are covered in test_subscriptions_service.py.
