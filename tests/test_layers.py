@@ -46,6 +46,7 @@ ROOTS = frozenset({"app/main.py", "app/cli.py", "app/__init__.py", "app/db/migra
 # once that branch is merged; the test then holds them to the rules like any other.
 KNOWN_BEING_REMOVED = {
     ("app/resources.py", "app/channels"): "send governor (app/channels/governor.py)",
+    ("app/integrations", "app/channels"): "the governed WhatsApp sender uses the governor",
     ("app/channels", "app/campaigns"): "campaigns <-> channels loop",
 }
 
@@ -56,8 +57,7 @@ PRE_EXISTING = {
     ("app/config.py", "app/engine"): "price tables validated by the engine's parser",
     ("app/db", "app/kit"): "db uses kit's clock, ids and JSON; kit's outbox uses db",
     ("app/contacts", "app/calls"): "contacts' GraphQL type links its calls",
-    ("app/voice", "app/calls"): "calls' callbacks hand media streams to voice",
-    ("app/integrations", "app/channels"): "governed WhatsApp sender",
+    ("app/calls", "app/voice"): "calls' callbacks hand media streams to voice",
     ("app/inbox", "app/contacts"): "inbox repository reads contacts",
     ("app/inbox", "app/conversations"): "inbox GraphQL links conversations",
     ("app/integrations", "app/templates"): "WhatsApp simulator reads templates",
