@@ -414,7 +414,7 @@ def _refs(node: Any) -> Iterator[str]:
 async def test_openapi_says_which_operations_need_the_organization_header(
     openapi: dict[str, Any],
 ) -> None:
-    """Ticket creation refuses a request without `organization_id` (the seed's rule), so the
+    """Ticket creation refuses a request without `organization_id` (a rule of docs/api.md), so the
     document makes it required there; everywhere else it is optional (checked when sent)."""
     required = {
         f"{method.upper()} {path}"

@@ -1,6 +1,6 @@
 """`agent_config`: how a voice agent talks, thinks and acts, validated with its defaults.
 
-The spec names the fields and says which have defaults, but leaves the provider values and the
+The API names the fields and says which have defaults, but leaves the provider values and the
 tool item shapes open; the choices below are documented in docs/api.md ("Agents"). A stored
 config is always the normalized form (`model_dump(mode="json")` of `AgentConfig`), defaults
 filled in, so reads never re-apply defaults and a full update replaces it whole.

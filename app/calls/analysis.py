@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.models import Agent
-from app.auth.subject import Subject
 from app.calls.models import CallLog
 from app.calls.repository import CallLogRepository
 from app.engine.analysis import AnalysisResult

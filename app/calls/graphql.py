@@ -16,9 +16,9 @@ from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from app.access.scopes import Scope
 from app.agents.graphql import Agent, as_agent
 from app.agents.repository import AgentRepository
-from app.auth.scopes import Scope
 from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     DEFAULT_PAGE_SIZE,
@@ -28,19 +28,18 @@ from app.calls.schemas import (
     WebCallStart,
     call_log_to_public,
 )
-from app.events.graphql import (
-    SUBSCRIPTIONS_OVER_WEBSOCKET,
-    LiveEvents,
-    SocketContext,
-    follow_live,
-)
-from app.events.stream import PendingRead
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
+from app.graphql.socket import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 from app.integrations.telephony.base import END_STATUSES
 from app.kit.errors import (
     Conflict,
@@ -51,6 +50,7 @@ from app.kit.errors import (
     NotFound,
     RequestValidationFailed,
 )
+from app.kit.event_stream import PendingRead
 from app.kit.jsonutil import dumps, loads
 from app.kit.validation import parse_model
 
@@ -411,7 +411,7 @@ class Mutation:
         )
 
 
-# A call's events on the organization's stream (app/events/stream.py).
+# A call's events on the organization's stream (app/kit/event_stream.py).
 CALL_EVENT_TYPES = frozenset(
     {"call.started", "ai.reply.generated", "ai.tool.executed", "agent.handoff", "call.completed"}
 )

@@ -1,4 +1,4 @@
-"""/api/v1/call-logs: routes → calls service → the spec's JSON shapes (envelope B lists)."""
+"""/api/v1/call-logs: routes → calls service → the JSON shapes of docs/api.md (envelope B lists)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     CallDispatch,

@@ -20,7 +20,7 @@ CallStatus = Literal["completed", "in-progress", "busy", "failed", "no-answer"]
 Speaker = Literal["agent", "caller"]
 
 DEFAULT_PAGE_SIZE = 20
-# The spec bounds page below only; above, a 32-bit integer (GraphQL's Int) keeps the offset,
+# The API bounds page below only; above, a 32-bit integer (GraphQL's Int) keeps the offset,
 # and the page echoed in the envelope, within what every layer can represent.
 MAX_PAGE = 2**31 - 1
 MAX_SEARCH_LENGTH = 255
@@ -175,7 +175,7 @@ class CallDispatch(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # A str (not UUID) so a malformed id answers the agents' 400, as docs/api.md says; the
     # document still declares the UUID form.
     agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
     to_number: str = Field(min_length=1, max_length=50)
@@ -217,7 +217,7 @@ class PhoneNumberAssign(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     phone_number: str = Field(min_length=1, max_length=50)
-    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # A str (not UUID) so a malformed id answers the agents' 400, as docs/api.md says; the
     # document still declares the UUID form.
     agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
 

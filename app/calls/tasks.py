@@ -24,10 +24,10 @@ from app.engine.types import AgentProfile
 from app.integrations.telephony.base import CallPlacement, Carrier, CarrierError
 from app.integrations.telephony.simulator import ANSWERED, SimulatedCarrier, simulated_outcome
 from app.integrations.telephony.twilio import TwilioCarrier
+from app.jobs import JobContext, Task
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import NotFound
-from app.kit.jobs import JobContext, Task
 
 logger = structlog.get_logger("switchboard.calls")
 

@@ -18,10 +18,10 @@ from urllib.parse import urlencode
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE
 from app.agents.service import INVALID_ID_MESSAGE
-from app.auth.subject import Subject
 from app.calls.analysis import analyze_after_call
 from app.calls.models import CallLog
 from app.calls.repository import (

@@ -17,10 +17,10 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 
+from app.access.subject import Subject
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE
 from app.agents.service import INVALID_ID_MESSAGE
-from app.auth.subject import Subject
 from app.calls.models import BROWSER_CALL_ID_PREFIX, CallLog
 from app.calls.repository import CallLogRepository
 from app.calls.schemas import WebCallStart, call_log_to_public

@@ -75,9 +75,9 @@ from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.governed import ThrottleHolds
 from app.integrations.whatsapp.types import TemplateMessage, WhatsAppPlatform
 from app.integrations.whatsapp.validator import _variables as template_variables
+from app.jobs import JobContext
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext
 from app.kit.send_governor import SendGovernor
 from app.resources import Resources
 from app.templates.repository import TemplateRepository

@@ -15,23 +15,23 @@ from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
 from app.contacts.graphql import Contact, as_contact
-from app.events.graphql import (
-    SUBSCRIPTIONS_OVER_WEBSOCKET,
-    LiveEvents,
-    SocketContext,
-    follow_live,
-)
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, PageInfo, numbered_page
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_or_none
+from app.graphql.socket import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 from app.kit.errors import DomainError, InvalidInput, InvalidState, LiveModeForbidden, NotFound
 from app.kit.pagination import CursorPage, PageParams
 

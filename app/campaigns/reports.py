@@ -20,13 +20,13 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import CampaignRepository
 from app.contacts.repository import ContactRepository
-from app.events.stream import PendingRead
 from app.kit.errors import InvalidInput
+from app.kit.event_stream import PendingRead
 from app.kit.ids import normalize_id
 from app.kit.pagination import MAX_LIMIT, CursorPage
 
@@ -48,7 +48,7 @@ DRAFT_RECHECK_SECONDS = 5.0
 # After an event, the row is re-read at most this often: a campaign at 1,000 messages/s
 # emits as many events, and one read answers them all.
 EVENT_READ_GAP_SECONDS = 0.1
-# The events of a campaign on the organization's stream (app/events/stream.py).
+# The events of a campaign on the organization's stream (app/kit/event_stream.py).
 CAMPAIGN_EVENTS = frozenset({service.STARTED, service.COMPLETED})
 RECIPIENT_EVENTS = frozenset({service.MESSAGE_DELIVERED, service.MESSAGE_FAILED})
 

@@ -1,4 +1,4 @@
-"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes, and
+"""/api/v1/campaigns: routes → campaigns service → the JSON shapes of docs/api.md, and
 the recipient ledger as CSV (app/campaigns/reports.py). Every route requires
 `campaigns:manage`."""
 
@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import Response, StreamingResponse
 
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.campaigns import reports, service
 from app.campaigns.schemas import (
     CampaignCreate,

@@ -47,7 +47,7 @@ def _check_parameters(value: dict[str, str] | None) -> dict[str, str] | None:
 
 
 def _as_utc(value: datetime | None) -> datetime | None:
-    """A time without an offset is read as UTC (the spec's `scheduled_at` is a UTC time)."""
+    """A time without an offset is read as UTC (the documented `scheduled_at` is a UTC time)."""
     if value is None:
         return None
     if value.tzinfo is None:

@@ -1,7 +1,7 @@
 """Campaign operations: the resolvers REST and GraphQL both call. Sending is dispatch.py's
 (the plan, the run, its end), the platform's status callbacks statuses.py's.
 
-Lifecycle (the seed's table plus CONTRACT §3): a create stores a `draft`; a launch resolves
+Lifecycle (the transition table of docs/api.md): a create stores a `draft`; a launch resolves
 the audience into the recipient ledger (`campaign_recipients`) and moves to `scheduled` (a
 dispatch job due at `scheduled_at`) or `sending` (a dispatch job due now). Pause and cancel
 stop dispatch within a send slice; resume re-schedules. The counters move by deltas in the
@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.campaigns.models import (
     AudienceType,
     Campaign,
@@ -48,7 +48,7 @@ MESSAGE_FAILED = "campaign.message.failed"
 # Every campaign message is also an outbound message: handed to the platform, or not.
 OUTBOUND_SENT = "message.sent"
 OUTBOUND_FAILED = "message.failed"
-# Moves of the seed's table: the states each trigger is accepted from.
+# Moves of the transition table (docs/api.md): the states each trigger is accepted from.
 _PAUSABLE = (CampaignStatus.SENDING, CampaignStatus.SCHEDULED)
 _CANCELLABLE = (CampaignStatus.SCHEDULED, CampaignStatus.SENDING, CampaignStatus.PAUSED)
 _DELETABLE = (CampaignStatus.DRAFT, CampaignStatus.COMPLETED, CampaignStatus.CANCELLED)

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from app.campaigns.dispatch import dispatch_job
 from app.campaigns.service import DISPATCH_ACTOR, DISPATCH_QUEUE
-from app.kit.jobs import Task
+from app.jobs import Task
 
 TASKS = (Task(DISPATCH_ACTOR, DISPATCH_QUEUE, dispatch_job),)

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.channels.models import Channel
 from app.channels.repository import ChannelRepository, holder_of
 from app.channels.schemas import ChannelCreate, ChannelUpdate

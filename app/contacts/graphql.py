@@ -9,7 +9,7 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.calls.graphql import CallLog, load_recent_calls
 from app.contacts import service
 from app.contacts.schemas import ContactCreate, ContactUpdate

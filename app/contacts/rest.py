@@ -1,11 +1,11 @@
-"""/api/v1/contacts: routes → contacts service → the spec's JSON shapes."""
+"""/api/v1/contacts: routes → contacts service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
 from pydantic import Field
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.contacts import service
 from app.contacts.schemas import ContactCreate, ContactResponse, ContactUpdate, contact_to_public
 from app.kit.pagination import envelope_c

@@ -89,7 +89,7 @@ def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
 class ContactCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    # Format (and a length past 50) of phone_number is checked by the service: 400, per the spec.
+    # Format (and a length past 50) of phone_number is checked by the service: 400 (docs/api.md).
     phone_number: str = Field(json_schema_extra={"maxLength": MAX_PHONE_LENGTH})
     name: DisplayName
     tags: Tags = Field(default_factory=list)

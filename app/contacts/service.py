@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate, ContactUpdate, contact_to_public

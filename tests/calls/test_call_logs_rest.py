@@ -1,4 +1,4 @@
-"""Call logs over REST: the spec's shape, envelope B paging, filters, search, isolation, scopes."""
+"""Call logs over REST: documented shape, envelope B paging, filters, search, isolation, scopes."""
 
 from __future__ import annotations
 

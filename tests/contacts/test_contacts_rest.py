@@ -1,4 +1,4 @@
-"""Contacts over REST: the spec's shapes, validation, isolation and cursor paging."""
+"""Contacts over REST: the documented shapes, validation, isolation and cursor paging."""
 
 from __future__ import annotations
 
