@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.contacts.consent import set_marketing_opt_out
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
-from app.contacts.schemas import ContactCreate, ContactUpdate, contact_to_public
+from app.contacts.schemas import ContactCreate, ContactUpdate, OptOutSource, contact_to_public
 from app.events.service import emit
+from app.kit.clock import utcnow
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 
@@ -54,10 +57,14 @@ async def update_contact(
     changes = data.changes()
     if "phone_number" in changes:
         changes["phone_number"] = to_e164(changes["phone_number"])
+    opt_out = changes.pop("marketing_opt_out", None)
+    if opt_out is not None:
+        # The API's word is the latest: now, whatever came before.
+        set_marketing_opt_out(contact, opt_out, OptOutSource.API, max_time(contact, utcnow()))
     for name, value in changes.items():
         setattr(contact, name, value)
     await session.flush()
-    if changes:  # an empty update changes nothing, so nothing happened
+    if changes or opt_out is not None:  # an empty update changes nothing, so nothing happened
         await emit(session, subject, "lead.updated", contact_to_public(contact))
     return contact
 
@@ -67,3 +74,9 @@ async def delete_contact(session: AsyncSession, subject: Subject, contact_id: st
     contact = await repository.get_or_404(contact_id)
     await repository.delete(contact)
     await session.flush()
+
+
+def max_time(contact: Contact, now: datetime) -> datetime:
+    """`now`, or the contact's latest consent change when a platform clock ran ahead of ours."""
+    latest = contact.consent_changed_at
+    return now if latest is None or latest <= now else latest
