@@ -27,4 +27,5 @@ DOMAINS: tuple[str, ...] = (
     "app.provider_credentials",
     "app.agent_tests",
     "app.consent",
+    "app.contact_imports",
 )

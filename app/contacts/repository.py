@@ -158,6 +158,28 @@ class ContactRepository(OrgScopedRepository[Contact]):
         )
         return int(found.scalar_one())
 
+    async def export_batch(
+        self, filters: Sequence[Filter], after: tuple[Any, str] | None, limit: int
+    ) -> list[Any]:
+        """Up to `limit` contacts matching `filters` (the list's), newest first, after the
+        (created_at, id) `after`: one batch of the CSV export, read without a total."""
+        params: dict[str, Any] = {}
+        for found in filters:
+            params.update(found.params)
+        conditions = [found.build() for found in filters if found.name != "search_fts"]
+        if any(found.name == "search_fts" for found in filters):
+            conditions.append(_matches_search())  # the same rule, without the index
+        statement = select(*self.list_columns).where(self._org_bound(), *conditions)
+        if after is not None:
+            anchor = tuple_(
+                bindparam("after_created_at", type_=UTCDateTime()), bindparam("after_id")
+            )
+            statement = statement.where(tuple_(Contact.created_at, Contact.id) < anchor)
+            params.update(after_created_at=after[0], after_id=after[1])
+        statement = statement.order_by(Contact.created_at.desc(), Contact.id.desc()).limit(limit)
+        result = await self._execute(statement, params)
+        return list(result.all())
+
     def filters(self, *, tag: str | None, search: str | None) -> list[Filter]:
         filters: list[Filter] = []
         if tag:
