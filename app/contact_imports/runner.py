@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.contact_imports.models import ContactImport, ContactImportError, ImportStatus
@@ -34,6 +34,7 @@ from app.contacts.schemas import OptOutSource
 from app.db import lists
 from app.kit.clock import utcnow
 from app.kit.ids import new_id
+from app.kit.jsonutil import dumps
 
 BATCH_ROWS = 5000
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -180,6 +181,49 @@ async def _existing(
     return found
 
 
+# PostgreSQL: the whole batch in one INSERT … SELECT FROM unnest(arrays), one parameter per
+# column: one statement (so the statement-level counter triggers run once per batch, not
+# once per row as an executemany would make them) and no per-row round trip.
+_UNNEST_COLUMNS = (
+    ("id", "varchar"),
+    ("organization_id", "varchar"),
+    ("phone_number", "varchar"),
+    ("name", "varchar"),
+    ("tags", "jsonb"),
+    ("notes", "text"),
+    ("custom_fields", "jsonb"),
+    ("marketing_opt_out_at", "timestamptz"),
+    ("marketing_opt_out_source", "varchar"),
+    ("consent_changed_at", "timestamptz"),
+    ("do_not_call", "boolean"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
+)
+_UNNEST_INSERT = text(
+    "INSERT INTO contacts ("  # noqa: S608 (constant column names and types only)
+    + ", ".join(name for name, _ in _UNNEST_COLUMNS)
+    + ") SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{name} AS {kind}[])" for name, kind in _UNNEST_COLUMNS)
+    + ")"
+)
+_JSON_COLUMNS = ("tags", "custom_fields")
+
+
+async def _insert_contacts(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    if session.get_bind().dialect.name != "postgresql":
+        await session.execute(insert(CONTACTS), rows)
+        return
+    params: dict[str, list[Any]] = {}
+    for name, _ in _UNNEST_COLUMNS:
+        if name in _JSON_COLUMNS:
+            params[name] = [
+                None if row[name] is None else dumps(row[name]).decode() for row in rows
+            ]
+        else:
+            params[name] = [row[name] for row in rows]
+    await session.execute(_UNNEST_INSERT, params)
+
+
 async def write_batch(
     session: AsyncSession, job: ContactImport, batch: Batch, start_offset: int
 ) -> Counts | None:
@@ -215,9 +259,7 @@ async def write_batch(
             changes.update(_changes(row, current, now))
             counts.updated += 1
     if inserts:
-        # An executemany: SQLAlchemy sends it as multi-row INSERTs of a statement compiled
-        # once ("insertmanyvalues"), the fastest path short of COPY.
-        await session.execute(insert(CONTACTS), list(inserts.values()))
+        await _insert_contacts(session, list(inserts.values()))
     by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for contact_id, changes in updates.items():
         key = tuple(sorted(changes))
