@@ -239,6 +239,8 @@ class Settings(BaseSettings):
         ),
     )
     knowledge_max_upload_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
+    # The largest contact import CSV (docs/api.md, "Contacts in and out").
+    contact_import_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     knowledge_upload_rate_limit: str = "30/m"  # per organization
     knowledge_max_documents: int = Field(default=1000, ge=1)
     knowledge_max_pages: int = Field(default=2000, ge=1)

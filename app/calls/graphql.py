@@ -271,7 +271,7 @@ class DispatchCallInput:
 CALLS = DomainMutations(
     "Call",
     scope=Scope.CALLS_DISPATCH,
-    errors=(InvalidInput, NotFound),
+    errors=(InvalidInput, NotFound, telephony.ContactRefusesCalls),
     node=CallLog,
     as_node=as_call_log,
     node_field="call_log",

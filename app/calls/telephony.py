@@ -69,6 +69,15 @@ def is_placed(call_log: CallLog) -> bool:
     return not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
 
 
+class ContactRefusesCalls(InvalidInput):
+    """The number is a contact's who asked not to be called (docs/api.md, "Consent")."""
+
+    code = "do_not_call"
+
+    def __init__(self) -> None:
+        super().__init__("The contact asked not to be called", field="to_number")
+
+
 class LiveCallLimitReached(RateLimited):
     """The organization already has its maximum of live calls under way."""
 
@@ -96,6 +105,8 @@ async def dispatch_call(
     if agent.status != ACTIVE:
         raise InvalidInput(f"Agent is not active (status: {agent.status})", field="agent_id")
     to_number = to_e164(data.to_number, "to_number")
+    if await ContactRepository(session, subject).refuses_calls(to_number):
+        raise ContactRefusesCalls()
     if data.from_number is not None:
         from_number = to_e164(data.from_number, "from_number")
     elif not subject.livemode:

@@ -19,7 +19,12 @@ from app.access.scopes import Scope
 from app.access.subject import Subject
 from app.campaigns import reports, service
 from app.campaigns.models import RecipientStatus
-from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
+from app.campaigns.schemas import (
+    CampaignCreate,
+    CampaignUpdate,
+    RecipientTagging,
+    StatusFilter,
+)
 from app.contacts.graphql import Contact, as_contact
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
@@ -254,6 +259,29 @@ CAMPAIGNS = DomainMutations(
 )
 
 
+@strawberry.input(
+    description="Recipient statuses (pending, claimed, sent, delivered, read, failed)."
+)
+class RecipientTaggingInput:
+    statuses: list[str]
+    tag: str
+
+
+@strawberry.type(description="What a retargeting tagged (docs/api.md, Retargeting).")
+class RecipientTaggingResult:
+    campaign_id: strawberry.ID
+    tag: str
+    statuses: list[str]
+    matched_count: int
+    tagged_count: int
+    skipped_count: int
+
+
+RECIPIENT_TAGGING = CAMPAIGNS.payload_type(
+    "TagCampaignRecipientsPayload", {"tagging": RecipientTaggingResult}
+)
+
+
 @strawberry.input
 class CampaignCreateInput:
     name: str
@@ -355,6 +383,22 @@ class Mutation:
     @CAMPAIGNS.mutation()
     async def cancel_campaign(self, info: Info[Context, None], id: strawberry.ID) -> Payload:
         return await _move(info, id, service.cancel_campaign)
+
+    @CAMPAIGNS.mutation(
+        payload=RECIPIENT_TAGGING,
+        description="Retargeting: tag the contacts whose recipient status is one of statuses.",
+    )
+    async def tag_campaign_recipients(
+        self, info: Info[Context, None], id: strawberry.ID, input: RecipientTaggingInput
+    ) -> Payload:
+        return await CAMPAIGNS.save(
+            info,
+            RecipientTagging,
+            input,
+            lambda session, subject, data: service.tag_recipients(session, subject, id, data),
+            answer=lambda result: {"tagging": RecipientTaggingResult(**vars(result))},
+            payload=RECIPIENT_TAGGING,
+        )
 
 
 @strawberry.type(description="A campaign's status and counters at one moment.")

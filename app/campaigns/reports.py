@@ -9,8 +9,6 @@ only: every write belongs to app/campaigns/service.py.
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import CampaignRepository
 from app.contacts.repository import ContactRepository
+from app.kit.csvcells import csv_safe, csv_timestamp, encode_rows
 from app.kit.errors import InvalidInput
 from app.kit.event_stream import PendingRead
 from app.kit.ids import normalize_id
@@ -306,26 +305,6 @@ CSV_COLUMNS = (
     "read_at",
     "failed_at",
 )
-# A cell starting with one of these is read as a formula by spreadsheet programs.
-_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(text: str | None) -> str:
-    """`text` as a cell no spreadsheet evaluates: a leading formula character is escaped
-    with `'`, except for a plain E.164 phone number (`+` and digits cannot form a formula)."""
-    if not text:
-        return ""
-    if text.startswith(_FORMULA_PREFIXES) and not _is_e164(text):
-        return "'" + text
-    return text
-
-
-def _is_e164(text: str) -> bool:
-    return len(text) > 1 and text[0] == "+" and text[1:].isascii() and text[1:].isdigit()
-
-
-def _timestamp(value: datetime | None) -> str:
-    return "" if value is None else value.isoformat().replace("+00:00", "Z")
 
 
 def _csv_row(row: Any) -> list[str]:
@@ -336,17 +315,11 @@ def _csv_row(row: Any) -> list[str]:
         row.status,
         csv_safe(row.platform_message_id),
         csv_safe(row.error),
-        _timestamp(row.sent_at),
-        _timestamp(row.delivered_at),
-        _timestamp(row.read_at),
-        _timestamp(row.failed_at),
+        csv_timestamp(row.sent_at),
+        csv_timestamp(row.delivered_at),
+        csv_timestamp(row.read_at),
+        csv_timestamp(row.failed_at),
     ]
-
-
-def _encode(rows: list[list[str]]) -> bytes:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows(rows)
-    return buffer.getvalue().encode("utf-8")
 
 
 async def recipients_csv(
@@ -357,14 +330,14 @@ async def recipients_csv(
     own, so no transaction stays open while the client reads, and memory holds one batch
     whatever the campaign's size. Every recipient appears once, as it was when its batch
     was read."""
-    yield _encode([list(CSV_COLUMNS)])
+    yield encode_rows([list(CSV_COLUMNS)])
     after: str | None = None
     while True:
         async with open_session() as session:
             rows = await ledger_reads.export_batch(session, campaign_id, after, batch)
         if not rows:
             return
-        yield _encode([_csv_row(row) for row in rows])
+        yield encode_rows([_csv_row(row) for row in rows])
         if len(rows) < batch:
             return
         after = rows[-1].contact_id

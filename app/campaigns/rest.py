@@ -18,6 +18,8 @@ from app.campaigns.schemas import (
     CampaignPageQuery,
     CampaignResponse,
     CampaignUpdate,
+    RecipientTagging,
+    RecipientTaggingResponse,
     campaign_to_public,
 )
 from app.kit.pagination import PageParams, envelope_a
@@ -55,6 +57,13 @@ async def delete_campaign(ctx: RequestContext) -> Response:
 
 
 CSV_MEDIA_TYPE = "text/csv"
+
+
+async def tag_campaign_recipients(ctx: RequestContext) -> Response:
+    result = await service.tag_recipients(
+        ctx.session, ctx.subject, ctx.path_param("campaign_id"), ctx.body(RecipientTagging)
+    )
+    return json_response(vars(result))
 
 
 async def export_campaign_recipients(ctx: RequestContext) -> Response:
@@ -167,6 +176,17 @@ OPERATIONS = (
         _TAG,
         errors=(404,),
         binary_response=(CSV_MEDIA_TYPE,),
+    ),
+    Operation(
+        "POST",
+        "/campaigns/{campaign_id}/recipients/tag",
+        tag_campaign_recipients,
+        Scope.CAMPAIGNS_MANAGE,
+        "Retargeting: tag the contacts whose recipient status is one of `statuses`",
+        _TAG,
+        request_model=RecipientTagging,
+        response_model=RecipientTaggingResponse,
+        errors=(400, 404, 422),
     ),
     _action(
         "launch",

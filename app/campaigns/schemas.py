@@ -10,7 +10,8 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
-from app.campaigns.models import AudienceType
+from app.campaigns.models import AudienceType, RecipientStatus
+from app.contacts.schemas import Tag as ContactTag
 from app.kit.pagination import MAX_LIMIT
 from app.kit.serialize import public_shape
 
@@ -168,3 +169,23 @@ def campaign_message_to_public(recipient: Any, channel_id: str) -> dict[str, Any
         "direction": "outbound",
         "type": "template",
     }
+
+
+class RecipientTagging(BaseModel):
+    """Retargeting: tag the contacts whose ledger status is one of `statuses`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    statuses: list[RecipientStatus] = Field(min_length=1, max_length=len(RecipientStatus))
+    tag: ContactTag
+
+
+class RecipientTaggingResponse(BaseModel):
+    campaign_id: str
+    tag: str
+    statuses: list[str]
+    matched_count: int = Field(description="Recipients whose status is one of `statuses`")
+    tagged_count: int = Field(description="Contacts that got the tag (the others had it)")
+    skipped_count: int = Field(
+        description="Matched contacts left untagged: deleted since, or at the 100-tag limit"
+    )

@@ -11,11 +11,13 @@ sent or failed is `completed`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
+from app.campaigns import repository as ledger
 from app.campaigns.models import (
     AudienceType,
     Campaign,
@@ -25,12 +27,15 @@ from app.campaigns.repository import CampaignRepository
 from app.campaigns.schemas import (
     CampaignCreate,
     CampaignUpdate,
+    RecipientTagging,
     StatusFilter,
     campaign_to_public,
 )
 from app.channels import service as channels
 from app.channels.models import Channel
-from app.events.service import emit
+from app.contacts.repository import ContactRepository
+from app.contacts.schemas import MAX_TAGS, contact_to_public
+from app.events.service import emit, emit_many
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState, NotFound
@@ -41,6 +46,8 @@ from app.templates.repository import TemplateRepository
 CAMPAIGN = "Campaign"
 DISPATCH_ACTOR = "campaigns.dispatch"
 DISPATCH_QUEUE = "default"
+# lead.updated events of a retargeting written per INSERT.
+EVENT_BATCH = 1000
 STARTED = "campaign.started"
 COMPLETED = "campaign.completed"
 MESSAGE_DELIVERED = "campaign.message.delivered"
@@ -322,3 +329,45 @@ async def cancel_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     campaign.status = CampaignStatus.CANCELLED.value
     await session.flush()
     return campaign
+
+
+@dataclass(frozen=True)
+class TaggingResult:
+    campaign_id: str
+    tag: str
+    statuses: list[str]
+    matched_count: int
+    tagged_count: int
+    skipped_count: int
+
+
+async def tag_recipients(
+    session: AsyncSession, subject: Subject, campaign_id: str, data: RecipientTagging
+) -> TaggingResult:
+    """Retargeting: add `data.tag` to the contacts whose recipient status in the campaign's
+    ledger is one of `data.statuses` (in one UPDATE), `lead.updated` for each contact that
+    changed. Contacts that already have the tag are matched but not changed."""
+    campaign = await CampaignRepository(session, subject).get_or_404(campaign_id)
+    statuses = list(dict.fromkeys(status.value for status in data.statuses))
+    matching = ledger.recipients_with_status(campaign.id, statuses)
+    matched = await ledger.count_recipients_with_status(session, campaign.id, statuses)
+    contacts = ContactRepository(session, subject)
+    changed = await contacts.add_tag(data.tag, matching, max_tags=MAX_TAGS)
+    already = await contacts.count_with_tag_among(data.tag, matching)
+    for start in range(0, len(changed), EVENT_BATCH):
+        await emit_many(
+            session,
+            subject,
+            [
+                ("lead.updated", contact_to_public(row))
+                for row in changed[start : start + EVENT_BATCH]
+            ],
+        )
+    return TaggingResult(
+        campaign_id=campaign.id,
+        tag=data.tag,
+        statuses=statuses,
+        matched_count=matched,
+        tagged_count=len(changed),
+        skipped_count=max(matched - already, 0),
+    )

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
+from app.consent import service as consent
 from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
@@ -81,7 +82,7 @@ async def _apply_change(
     if field == "message_template_quality_update":
         await templates.apply_quality_update(session, account, value)
         return
-    if field != "messages":
+    if field not in ("messages", "user_preferences"):
         logger.info("webhook field not handled", field=field)
         return
     metadata = value.get("metadata")
@@ -94,8 +95,13 @@ async def _apply_change(
             "webhook for an unknown phone number id", phone_number_id=phone_number_id[:64]
         )
         return
+    if field == "user_preferences":
+        await consent.apply_user_preferences(session, channel, value)
+        return
     entries = value.get("statuses")
-    await statuses.apply_statuses(session, channel, entries if isinstance(entries, list) else [])
+    entries = entries if isinstance(entries, list) else []
+    await statuses.apply_statuses(session, channel, entries)
+    await consent.apply_status_opt_outs(session, channel, entries)
     contacts = value.get("contacts")
     names = {
         str(contact.get("wa_id")): (contact.get("profile") or {}).get("name")

@@ -1,6 +1,6 @@
 """call analysis and at-most-once placement: analysis, placement_attempted_at, unplaced index
 
-Revision ID: 0026
+Revision ID: 0022
 Revises: 0021
 Create Date: 2026-11-25 00:00:00
 """
@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql
 
 import app.db.base
 
-revision = "0026"
+revision = "0022"
 down_revision = "0021"
 branch_labels = None
 depends_on = None
