@@ -6,11 +6,17 @@ from datetime import datetime
 
 import structlog
 
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.channels.models import Channel
+from app.consent.service import CONFIRM_ACTOR, CONFIRM_QUEUE
+from app.conversations import service as conversations
 from app.conversations import statuses
 from app.conversations.inbound import SignatureInvalid, handle_signed
+from app.conversations.schemas import MessageSend
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
 from app.jobs import JobContext, Task, with_resources
+from app.kit.errors import DomainError
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
@@ -45,6 +51,32 @@ async def retry_statuses(job: JobContext) -> datetime | None:
     return again
 
 
+# The consent domain's confirmation reply to an opt-out or opt-in keyword: a job of this
+# domain, since it is a send on a conversation (consent only queues it).
+async def send_confirmation(
+    resources: Resources, organization_id: str, livemode: bool, ticket_id: str, text: str
+) -> datetime | None:
+    """Through the conversation's send path (its channel, its send budget): a platform
+    refusal is stored as a failed message there; a conversation gone since is logged."""
+    subject = Subject(
+        organization_id=organization_id,
+        principal_id=conversations.PLATFORM_PRINCIPAL,
+        principal_type=PrincipalType.API_KEY,
+        scopes=frozenset({Scope.FULL_ACCESS}),
+        livemode=livemode,
+    )
+    async with resources.session(writes=True) as session:
+        try:
+            await conversations.send_message(
+                session, subject, resources, ticket_id, MessageSend(text=text)
+            )
+        except DomainError as exc:
+            logger.warning("consent confirmation not sent", ticket_id=ticket_id, reason=exc.message)
+            return None
+        await session.commit()
+    return None
+
+
 TASKS = (
     Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),
     Task(
@@ -53,4 +85,5 @@ TASKS = (
         retry_statuses,
         priority=statuses.STATUS_RETRY_PRIORITY,
     ),
+    Task(CONFIRM_ACTOR, CONFIRM_QUEUE, with_resources(send_confirmation)),
 )
