@@ -26,4 +26,5 @@ DOMAINS: tuple[str, ...] = (
     "app.campaigns",
     "app.provider_credentials",
     "app.agent_tests",
+    "app.ai_replies",
 )

@@ -71,7 +71,8 @@ class ChannelCreate(BaseModel):
 
 class ChannelUpdate(BaseModel):
     """Partial update: only the fields present in the body change (the number, its account
-    and its token are fixed; register a new channel to change them)."""
+    and its token are fixed; register a new channel to change them). `agent_id` names the
+    agent that answers the channel's inbound messages, or null for none."""
 
     # Absent is fine; null is refused for the budget (it has no "unset"), allowed for the
     # name (clears it).
@@ -81,6 +82,8 @@ class ChannelUpdate(BaseModel):
     messages_per_second: Annotated[
         MessagesPerSecond | None, WithJsonSchema(MESSAGES_PER_SECOND_SCHEMA)
     ] = None
+    # The agent that answers the channel's inbound messages (any UUID form), or null: people.
+    agent_id: str | None = Field(default=None, max_length=64)
     _no_null = field_validator("messages_per_second", mode="before")(refuse_null)
 
     def changes(self) -> dict[str, Any]:
@@ -98,6 +101,7 @@ class ChannelResponse(BaseModel):
     name: str | None
     livemode: bool
     messages_per_second: int
+    agent_id: str | None
     created_at: str
     updated_at: str
 

@@ -21,9 +21,11 @@ import structlog
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.ai_replies import service as ai_replies
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
+from app.config import Settings
 from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
@@ -44,7 +46,9 @@ class PayloadInvalid(Exception):
     """Signed, but not JSON."""
 
 
-async def process_payload(session: AsyncSession, payload: Any, *, simulated: bool = False) -> None:
+async def process_payload(
+    session: AsyncSession, payload: Any, settings: Settings, *, simulated: bool = False
+) -> None:
     """Apply every change of a webhook body (`simulated`: posted by the simulator, for
     test-mode channels). The caller commits."""
     if not isinstance(payload, dict):
@@ -57,7 +61,7 @@ async def process_payload(session: AsyncSession, payload: Any, *, simulated: boo
             if not isinstance(change, dict) or not isinstance(change.get("value"), dict):
                 continue
             field = str(change.get("field", ""))
-            await _apply_change(session, account, field, change["value"], simulated)
+            await _apply_change(session, account, field, change["value"], settings, simulated)
 
 
 async def channel_for_traffic(
@@ -72,7 +76,12 @@ async def channel_for_traffic(
 
 
 async def _apply_change(
-    session: AsyncSession, account: str, field: str, value: dict[str, Any], simulated: bool
+    session: AsyncSession,
+    account: str,
+    field: str,
+    value: dict[str, Any],
+    settings: Settings,
+    simulated: bool,
 ) -> None:
     if field == "message_template_status_update":
         if not await templates.apply_status_update(session, account, value):
@@ -105,15 +114,23 @@ async def _apply_change(
     messages = value.get("messages")
     for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict):
-            await _receive(session, channel, message, names.get(str(message.get("from"))))
+            name = names.get(str(message.get("from")))
+            await _receive(session, channel, message, name, settings)
 
 
 async def _receive(
-    session: AsyncSession, channel: Channel, message: dict[str, Any], profile_name: Any
+    session: AsyncSession,
+    channel: Channel,
+    message: dict[str, Any],
+    profile_name: Any,
+    settings: Settings,
 ) -> None:
+    """Store one message; a new one on a channel with an agent also waits for its reply."""
     try:
         async with session.begin_nested():
-            await service.receive_message(session, channel, message, profile_name)
+            stored = await service.receive_message(session, channel, message, profile_name)
+            if stored is not None and channel.agent_id is not None:
+                await ai_replies.note_inbound(session, channel, stored, settings)
     except UNSTORABLE:
         logger.exception(
             "inbound message skipped", channel_id=channel.id, id=str(message.get("id"))[:64]
@@ -131,5 +148,5 @@ async def handle_signed(
     except orjson.JSONDecodeError as exc:
         raise PayloadInvalid() from exc
     async with resources.session(writes=True) as session:
-        await process_payload(session, payload, simulated=simulated)
+        await process_payload(session, payload, resources.settings, simulated=simulated)
         await session.commit()
