@@ -26,5 +26,7 @@ DOMAINS: tuple[str, ...] = (
     "app.campaigns",
     "app.provider_credentials",
     "app.agent_tests",
+    "app.consent",
+    "app.contact_imports",
     "app.ai_replies",
 )

@@ -28,13 +28,14 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.agent_tests.service import ENGINE_QUEUE
 from app.agents.models import Agent
 from app.ai_replies import repository
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
 from app.channels.models import Channel
 from app.config import Settings
+from app.conversations import inbound
 from app.conversations import service as conversations
 from app.conversations.models import Direction
 from app.conversations.models import Message as StoredMessage
@@ -83,6 +84,7 @@ def claim_lease(settings: Settings) -> timedelta:
     )
 
 
+@inbound.on_inbound_message
 async def note_inbound(
     session: AsyncSession, channel: Channel, message: StoredMessage, settings: Settings
 ) -> None:

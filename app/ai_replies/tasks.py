@@ -17,8 +17,8 @@ from app.ai_replies.service import REPLY_ACTOR, Turn, Wait
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import TurnResult
+from app.jobs import JobContext, Task
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext, Task
 
 # A conversation that finds every AI slot of its organization taken tries again this later.
 BUSY_RETRY = timedelta(seconds=5)

@@ -16,14 +16,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.channels.governor import MAX_MESSAGES_PER_SECOND
 from app.kit.phone import MAX_PHONE_LENGTH
+from app.kit.send_governor import MAX_MESSAGES_PER_SECOND
 from app.kit.serialize import public_shape
 from app.kit.validation import NO_BLANKS_PATTERN, refuse_null, without_null
 
 MAX_UPSTREAM_ID_LENGTH = 64
 MAX_ACCESS_TOKEN_LENGTH = 4096
-# The send budget of a channel (app/channels/governor.py): Meta's default throughput is 80
+# The send budget of a channel (app/kit/send_governor.py): Meta's default throughput is 80
 # messages/s per number, raised up to 1,000 for numbers that qualify.
 DEFAULT_MESSAGES_PER_SECOND = 80
 
@@ -82,8 +82,20 @@ class ChannelUpdate(BaseModel):
     messages_per_second: Annotated[
         MessagesPerSecond | None, WithJsonSchema(MESSAGES_PER_SECOND_SCHEMA)
     ] = None
-    # The agent that answers the channel's inbound messages (any UUID form), or null: people.
-    agent_id: str | None = Field(default=None, max_length=64)
+    # The agent that answers the channel's inbound messages, or null: people. Documented as a
+    # UUID (as POST /calls' agent_id is): a malformed id answers 400; any UUID form is taken.
+    agent_id: Annotated[
+        str | None,
+        Field(max_length=64),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string", "format": "uuid", "minLength": 1, "maxLength": 64},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = None
     _no_null = field_validator("messages_per_second", mode="before")(refuse_null)
 
     def changes(self) -> dict[str, Any]:

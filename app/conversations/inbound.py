@@ -14,6 +14,7 @@ platform retries anything but a 2xx for days, and a number deleted here would ne
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -21,12 +22,13 @@ import structlog
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ai_replies import service as ai_replies
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
 from app.config import Settings
+from app.consent import service as consent
 from app.conversations import service, statuses
+from app.conversations.models import Message
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
 from app.resources import Resources
@@ -36,6 +38,21 @@ logger = structlog.get_logger("switchboard.whatsapp.inbound")
 # What a message that cannot be stored raises; anything else (a lost connection) fails the
 # whole webhook, which the platform then sends again.
 UNSTORABLE = (DataError, IntegrityError, DomainError, ValueError)
+
+
+# What another domain does with each new inbound message, in the webhook's transaction (the
+# AI replies domain schedules the channel's agent's answer). Registered by that domain
+# (`on_inbound_message`), so this one imports none of its dependents.
+InboundListener = Callable[[AsyncSession, Channel, Message, Settings], Awaitable[None]]
+_inbound_listeners: list[InboundListener] = []
+
+
+def on_inbound_message(listener: InboundListener) -> InboundListener:
+    """Registers `listener(session, channel, message, settings)`, run for every new inbound
+    message stored (not for a repeat of one already stored)."""
+    if listener not in _inbound_listeners:
+        _inbound_listeners.append(listener)
+    return listener
 
 
 class SignatureInvalid(Exception):
@@ -90,7 +107,7 @@ async def _apply_change(
     if field == "message_template_quality_update":
         await templates.apply_quality_update(session, account, value)
         return
-    if field != "messages":
+    if field not in ("messages", "user_preferences"):
         logger.info("webhook field not handled", field=field)
         return
     metadata = value.get("metadata")
@@ -103,8 +120,13 @@ async def _apply_change(
             "webhook for an unknown phone number id", phone_number_id=phone_number_id[:64]
         )
         return
+    if field == "user_preferences":
+        await consent.apply_user_preferences(session, channel, value)
+        return
     entries = value.get("statuses")
-    await statuses.apply_statuses(session, channel, entries if isinstance(entries, list) else [])
+    entries = entries if isinstance(entries, list) else []
+    await statuses.apply_statuses(session, channel, entries)
+    await consent.apply_status_opt_outs(session, channel, entries)
     contacts = value.get("contacts")
     names = {
         str(contact.get("wa_id")): (contact.get("profile") or {}).get("name")
@@ -125,12 +147,13 @@ async def _receive(
     profile_name: Any,
     settings: Settings,
 ) -> None:
-    """Store one message; a new one on a channel with an agent also waits for its reply."""
+    """Store one message; a new one also goes to the registered listeners (an agent's reply)."""
     try:
         async with session.begin_nested():
             stored = await service.receive_message(session, channel, message, profile_name)
-            if stored is not None and channel.agent_id is not None:
-                await ai_replies.note_inbound(session, channel, stored, settings)
+            if stored is not None:
+                for listener in _inbound_listeners:
+                    await listener(session, channel, stored, settings)
     except UNSTORABLE:
         logger.exception(
             "inbound message skipped", channel_id=channel.id, id=str(message.get("id"))[:64]

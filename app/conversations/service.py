@@ -20,10 +20,11 @@ import structlog
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.channels import service as channels
 from app.channels.models import Channel
+from app.consent import service as consent
 from app.contacts import service as contacts
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
@@ -217,6 +218,15 @@ async def receive_message(
     except IntegrityError:
         return None  # the same message, processed concurrently by another delivery
     await emit(session, stored, "message.received", message_to_public(stored))
+    if kind == "text":
+        await consent.apply_keyword(
+            session,
+            channel,
+            phone_number=phone,
+            ticket_id=created.ticket.id,
+            text=text,
+            at=stored.created_at,
+        )
     return stored
 
 

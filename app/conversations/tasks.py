@@ -10,7 +10,7 @@ from app.channels.models import Channel
 from app.conversations import statuses
 from app.conversations.inbound import SignatureInvalid, handle_signed
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
-from app.kit.jobs import JobContext, Task, with_resources
+from app.jobs import JobContext, Task, with_resources
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")

@@ -1,4 +1,4 @@
-"""Contacts over REST: the spec's shapes, validation, isolation and cursor paging."""
+"""Contacts over REST: the documented shapes, validation, isolation and cursor paging."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ async def test_create_returns_contact_shape(client: httpx.AsyncClient, acme: Ten
         "tags",
         "notes",
         "custom_fields",
+        "marketing_opt_out",
+        "do_not_call",
         "created_at",
         "updated_at",
     }

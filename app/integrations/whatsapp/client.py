@@ -88,7 +88,7 @@ class GraphApiClient:
         retry_throttling: bool = True,
     ) -> None:
         """`retry_throttling=False`: 130429 and 131056 are raised at once, for a caller whose
-        send governor (app/channels/governor.py) holds the whole channel or recipient instead."""
+        send governor (app/kit/send_governor.py) holds the whole channel or recipient instead."""
         self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token

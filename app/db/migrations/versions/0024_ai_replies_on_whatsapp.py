@@ -1,8 +1,8 @@
 """AI replies on WhatsApp: a channel names the agent that answers it, a message names the
 agent that wrote it, and each conversation the agent answers keeps its reply state
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-11-28 00:00:00
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 import app.db.base
 
-revision = "0022"
-down_revision = "0021"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
