@@ -198,6 +198,11 @@ class Settings(BaseSettings):
     # Per organization: conversations an agent holds at once (calls, tests, chats) and replies.
     ai_max_concurrent_conversations: int = Field(default=50, ge=1)
     ai_replies_per_minute: str = "600/m"
+    # AI replies on messaging channels: messages of one conversation that arrive within this
+    # many seconds of each other get one reply, sent at most `ai_reply_max_wait_seconds` after
+    # the first of them (a customer who keeps typing is still answered).
+    ai_reply_burst_seconds: float = Field(default=2.0, ge=0, le=60)
+    ai_reply_max_wait_seconds: float = Field(default=10.0, ge=0, le=600)
     # Live voice (app/voice/, docs/operations.md "Live voice"). Whether this API process also
     # terminates carrier media streams (`switchboard serve`; false when `switchboard voice`
     # processes take them behind the same public URL).

@@ -28,4 +28,5 @@ DOMAINS: tuple[str, ...] = (
     "app.agent_tests",
     "app.consent",
     "app.contact_imports",
+    "app.ai_replies",
 )

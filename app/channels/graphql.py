@@ -35,6 +35,9 @@ class Channel:
     messages_per_second: int = strawberry.field(
         description="Send budget shared by the channel's campaigns and replies (1 to 1000)"
     )
+    agent_id: str | None = strawberry.field(
+        description="The agent that answers the channel's inbound messages; null: people do"
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -60,6 +63,10 @@ class ChannelUpdateInput:
     name: str | None = strawberry.UNSET
     messages_per_second: int | None = strawberry.field(
         default=strawberry.UNSET, description="Messages per second, 1 to 1000"
+    )
+    agent_id: strawberry.ID | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="An agent of the organization to answer inbound messages; null: none",
     )
 
 

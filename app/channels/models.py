@@ -57,3 +57,8 @@ class Channel(TimestampMixin, Base):
     # before, that shared a number with an older channel of the same mode (migration 0018):
     # they stay listed and receive nothing.
     holds_number: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # The agent that answers the channel's inbound messages (docs/api.md, "AI replies on
+    # WhatsApp"); None: people answer.
+    agent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("agents.id", ondelete="SET NULL"), nullable=True
+    )

@@ -29,6 +29,7 @@ class ChannelRepository(OrgScopedRepository[Channel]):
         Channel.name,
         Channel.livemode,
         Channel.messages_per_second,
+        Channel.agent_id,
         Channel.created_at,
         Channel.updated_at,
     )

@@ -12,9 +12,11 @@ from app.channels.schemas import (
     ChannelUpdate,
     channel_to_public,
 )
+from app.kit.errors import NotFound
+from app.kit.http_errors import ErrorStyle, error_response
 from app.kit.queries import CursorQuery
 from rest_compat.endpoint import Operation, RequestContext, json_response
-from rest_compat.resource import delete_handler, get_handler, list_handler, update_handler
+from rest_compat.resource import delete_handler, get_handler, list_handler
 
 
 async def create_channel(ctx: RequestContext) -> Response:
@@ -34,9 +36,17 @@ list_channels = list_handler(service.list_channels, channel_to_public)
 get_channel = get_handler(service.get_channel, "channel_id", channel_to_public)
 
 
-update_channel = update_handler(
-    ChannelUpdate, service.update_channel, "channel_id", channel_to_public
-)
+async def update_channel(ctx: RequestContext) -> Response:
+    try:
+        channel = await service.update_channel(
+            ctx.session, ctx.subject, ctx.path_param("channel_id"), ctx.body(ChannelUpdate)
+        )
+    except NotFound as exc:
+        if exc.resource != service.AGENT:
+            raise
+        # An unknown agent (or another organization's) answers as the agents routes do.
+        return error_response(exc, ErrorStyle.AGENT)
+    return json_response(channel_to_public(channel))
 
 
 delete_channel = delete_handler(service.delete_channel, "channel_id")
@@ -84,11 +94,12 @@ OPERATIONS = (
         "/channels/{channel_id}",
         update_channel,
         Scope.FULL_ACCESS,
-        "Update a channel's name or send budget (fields present replace stored ones)",
+        "Update a channel's name, send budget or answering agent (fields present replace"
+        " stored ones)",
         _TAG,
         request_model=ChannelUpdate,
         response_model=ChannelResponse,
-        errors=(404, 422),
+        errors=(400, 404, 422),
     ),
     Operation(
         "DELETE",

@@ -71,7 +71,8 @@ class ChannelCreate(BaseModel):
 
 class ChannelUpdate(BaseModel):
     """Partial update: only the fields present in the body change (the number, its account
-    and its token are fixed; register a new channel to change them)."""
+    and its token are fixed; register a new channel to change them). `agent_id` names the
+    agent that answers the channel's inbound messages, or null for none."""
 
     # Absent is fine; null is refused for the budget (it has no "unset"), allowed for the
     # name (clears it).
@@ -80,6 +81,20 @@ class ChannelUpdate(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=255)
     messages_per_second: Annotated[
         MessagesPerSecond | None, WithJsonSchema(MESSAGES_PER_SECOND_SCHEMA)
+    ] = None
+    # The agent that answers the channel's inbound messages, or null: people. Documented as a
+    # UUID (as POST /calls' agent_id is): a malformed id answers 400; any UUID form is taken.
+    agent_id: Annotated[
+        str | None,
+        Field(max_length=64),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string", "format": "uuid", "minLength": 1, "maxLength": 64},
+                    {"type": "null"},
+                ]
+            }
+        ),
     ] = None
     _no_null = field_validator("messages_per_second", mode="before")(refuse_null)
 
@@ -98,6 +113,7 @@ class ChannelResponse(BaseModel):
     name: str | None
     livemode: bool
     messages_per_second: int
+    agent_id: str | None
     created_at: str
     updated_at: str
 

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
+from app.agents.repository import AgentRepository
 from app.channels.models import Channel
 from app.channels.repository import ChannelRepository, holder_of
 from app.channels.schemas import ChannelCreate, ChannelUpdate
@@ -33,12 +34,14 @@ from app.config import Settings
 from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.kit.crypto import SecretBox, secret_box
-from app.kit.errors import Conflict, DomainError, InvalidInput
-from app.kit.ids import new_id
+from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
+from app.kit.ids import new_id, normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 
 ACCESS_TOKEN_PURPOSE = "channel-access-token"
+AGENT = "Agent"
+INVALID_AGENT_ID = "Invalid or missing agent_id"
 # A verification answers inside an API request: one quick retry of a platform hiccup at most.
 VERIFY_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_delay=1.0)
 
@@ -189,13 +192,28 @@ def access_token_of(channel: Channel, box: SecretBox) -> str:
 async def update_channel(
     session: AsyncSession, subject: Subject, channel_id: str, data: ChannelUpdate
 ) -> Channel:
-    """Rename a channel or change its send budget; a new `messages_per_second` paces the
-    next sends of every campaign and reply on it (each send reads the channel's rate)."""
+    """Rename a channel, change its send budget, or name the agent that answers it (an agent
+    of the organization: NotFound("Agent") otherwise; null: none). A new
+    `messages_per_second` paces the next sends of every campaign and reply on it (each send
+    reads the channel's rate)."""
     channel = await get_channel_for_use(session, subject, channel_id)
-    for name, value in data.changes().items():
+    changes = data.changes()
+    if changes.get("agent_id") is not None:
+        changes["agent_id"] = await _agent_of_organization(session, subject, changes["agent_id"])
+    for name, value in changes.items():
         setattr(channel, name, value)
     await session.flush()
     return channel
+
+
+async def _agent_of_organization(session: AsyncSession, subject: Subject, agent_id: str) -> str:
+    canonical = normalize_id(agent_id.strip())
+    if canonical is None:
+        raise InvalidInput(INVALID_AGENT_ID, field="agent_id")
+    agent = await AgentRepository(session, subject.organization_id).get(canonical)
+    if agent is None:
+        raise NotFound(AGENT)
+    return agent.id
 
 
 async def delete_channel(session: AsyncSession, subject: Subject, channel_id: str) -> None:

@@ -50,6 +50,9 @@ class ConversationMessage:
     delivered_at: datetime | None
     read_at: datetime | None
     failed_at: datetime | None
+    agent_id: str | None = strawberry.field(
+        description="The agent that wrote an outbound message (an AI reply); null for people"
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -14,6 +14,7 @@ platform retries anything but a 2xx for days, and a number deleted here would ne
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -24,8 +25,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
+from app.config import Settings
 from app.consent import service as consent
 from app.conversations import service, statuses
+from app.conversations.models import Message
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
 from app.resources import Resources
@@ -37,6 +40,21 @@ logger = structlog.get_logger("switchboard.whatsapp.inbound")
 UNSTORABLE = (DataError, IntegrityError, DomainError, ValueError)
 
 
+# What another domain does with each new inbound message, in the webhook's transaction (the
+# AI replies domain schedules the channel's agent's answer). Registered by that domain
+# (`on_inbound_message`), so this one imports none of its dependents.
+InboundListener = Callable[[AsyncSession, Channel, Message, Settings], Awaitable[None]]
+_inbound_listeners: list[InboundListener] = []
+
+
+def on_inbound_message(listener: InboundListener) -> InboundListener:
+    """Registers `listener(session, channel, message, settings)`, run for every new inbound
+    message stored (not for a repeat of one already stored)."""
+    if listener not in _inbound_listeners:
+        _inbound_listeners.append(listener)
+    return listener
+
+
 class SignatureInvalid(Exception):
     """The body is not signed with the app secret: refused, nothing stored."""
 
@@ -45,7 +63,9 @@ class PayloadInvalid(Exception):
     """Signed, but not JSON."""
 
 
-async def process_payload(session: AsyncSession, payload: Any, *, simulated: bool = False) -> None:
+async def process_payload(
+    session: AsyncSession, payload: Any, settings: Settings, *, simulated: bool = False
+) -> None:
     """Apply every change of a webhook body (`simulated`: posted by the simulator, for
     test-mode channels). The caller commits."""
     if not isinstance(payload, dict):
@@ -58,7 +78,7 @@ async def process_payload(session: AsyncSession, payload: Any, *, simulated: boo
             if not isinstance(change, dict) or not isinstance(change.get("value"), dict):
                 continue
             field = str(change.get("field", ""))
-            await _apply_change(session, account, field, change["value"], simulated)
+            await _apply_change(session, account, field, change["value"], settings, simulated)
 
 
 async def channel_for_traffic(
@@ -73,7 +93,12 @@ async def channel_for_traffic(
 
 
 async def _apply_change(
-    session: AsyncSession, account: str, field: str, value: dict[str, Any], simulated: bool
+    session: AsyncSession,
+    account: str,
+    field: str,
+    value: dict[str, Any],
+    settings: Settings,
+    simulated: bool,
 ) -> None:
     if field == "message_template_status_update":
         if not await templates.apply_status_update(session, account, value):
@@ -111,15 +136,24 @@ async def _apply_change(
     messages = value.get("messages")
     for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict):
-            await _receive(session, channel, message, names.get(str(message.get("from"))))
+            name = names.get(str(message.get("from")))
+            await _receive(session, channel, message, name, settings)
 
 
 async def _receive(
-    session: AsyncSession, channel: Channel, message: dict[str, Any], profile_name: Any
+    session: AsyncSession,
+    channel: Channel,
+    message: dict[str, Any],
+    profile_name: Any,
+    settings: Settings,
 ) -> None:
+    """Store one message; a new one also goes to the registered listeners (an agent's reply)."""
     try:
         async with session.begin_nested():
-            await service.receive_message(session, channel, message, profile_name)
+            stored = await service.receive_message(session, channel, message, profile_name)
+            if stored is not None:
+                for listener in _inbound_listeners:
+                    await listener(session, channel, stored, settings)
     except UNSTORABLE:
         logger.exception(
             "inbound message skipped", channel_id=channel.id, id=str(message.get("id"))[:64]
@@ -137,5 +171,5 @@ async def handle_signed(
     except orjson.JSONDecodeError as exc:
         raise PayloadInvalid() from exc
     async with resources.session(writes=True) as session:
-        await process_payload(session, payload, simulated=simulated)
+        await process_payload(session, payload, resources.settings, simulated=simulated)
         await session.commit()

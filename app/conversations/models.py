@@ -82,6 +82,10 @@ class Message(TimestampMixin, Base):
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
+    # The agent that wrote an outbound message (an AI reply); None for people and inbound.
+    agent_id: Mapped[str | None] = mapped_column(
+        ForeignKey("agents.id", ondelete="SET NULL"), nullable=True
+    )
 
 
 class ParkedStatus(Base):

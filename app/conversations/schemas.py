@@ -24,6 +24,8 @@ class MessageResponse(BaseModel):
     delivered_at: str | None
     read_at: str | None
     failed_at: str | None
+    # The agent that wrote an outbound message (an AI reply); null for people and inbound.
+    agent_id: str | None
     created_at: str
     updated_at: str
 
@@ -46,6 +48,7 @@ def message_to_public(message: Any) -> dict[str, Any]:
         "delivered_at": message.delivered_at,
         "read_at": message.read_at,
         "failed_at": message.failed_at,
+        "agent_id": message.agent_id,
         "created_at": message.created_at,
         "updated_at": message.updated_at,
     }

@@ -274,11 +274,14 @@ async def send_message(
     resources: Resources,
     ticket_id: str,
     data: MessageSend,
+    *,
+    agent_id: str | None = None,
 ) -> Message:
     """A reply through the ticket's channel, paced by its send governor (it shares the
     channel's budget with campaigns). Accepted by the platform: `sent` and `message.sent`;
     refused, or still throttled after `send_max_wait_seconds`: stored `failed` with the
-    platform's reason and `message.failed`."""
+    platform's reason and `message.failed`. `agent_id`: the reply is that agent's (its words
+    are sent as they are: no quick-reply expansion)."""
     ticket = await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
@@ -287,7 +290,7 @@ async def send_message(
     text = data.text
     template: TemplateMessage | None = None
     if text is not None:
-        if text.startswith("/"):
+        if text.startswith("/") and agent_id is None:
             cache = snippet_cache(resources.redis)
             text = await quick_replies.expand_quick_reply(session, subject, text, cache) or text
         last = await repository.last_inbound_at(ticket.id)
@@ -305,6 +308,7 @@ async def send_message(
         text=text,
         template_name=template.name if template else None,
         status=MessageStatus.PENDING.value,
+        agent_id=agent_id,
     )
     session.add(message)
     await session.flush()

@@ -26,6 +26,7 @@ FIELDS = {
     "name",
     "livemode",
     "messages_per_second",
+    "agent_id",
     "created_at",
     "updated_at",
 }

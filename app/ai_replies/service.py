@@ -1,0 +1,311 @@
+"""AI replies on messaging channels: a channel's agent answers its inbound messages.
+
+Each new inbound message of a channel with an agent joins its conversation's reply state
+(`note_inbound`, in the webhook's own transaction) and, when the conversation has no reply job
+waiting, schedules one on the engine's queue, due when the burst window closes. The job
+(app/ai_replies/tasks.py) claims the conversation in the database (`claim_turn`), lets the
+conversation engine answer outside any transaction, then sends the reply through the same
+service a person's reply uses (`conversations.service.send_message`: the channel's send budget,
+the pair rate, the 24-hour window) and records it (`deliver`), all in one transaction.
+
+Rules (docs/api.md, "AI replies on WhatsApp"):
+- one reply per burst: messages that arrive within `ai_reply_burst_seconds` of each other are
+  answered together, at most `ai_reply_max_wait_seconds` after the first of them;
+- one reply per inbound message: a redelivered message is never stored twice, so it never
+  joins a state twice; a reply answers exactly the messages pending when it was claimed;
+- silence: the agent says nothing on a ticket assigned to a person, closed, or handed off
+  (`transfer_to_human`, or the model unavailable: `agent.handoff` with `llm_unavailable`);
+  a closed ticket's next message opens a new ticket, which the agent answers again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
+from app.agent_tests.service import ENGINE_QUEUE
+from app.agents.models import Agent
+from app.ai_replies import repository
+from app.channels.models import Channel
+from app.config import Settings
+from app.conversations import inbound
+from app.conversations import service as conversations
+from app.conversations.models import Direction
+from app.conversations.models import Message as StoredMessage
+from app.conversations.schemas import MessageSend
+from app.engine.types import AgentProfile, Message, Role, TurnResult
+from app.events.service import emit
+from app.inbox import service as inbox
+from app.inbox.models import Ticket, TicketStatus
+from app.inbox.repository import TicketRepository
+from app.kit import outbox
+from app.kit.clock import utcnow
+from app.kit.errors import DomainError
+from app.resources import Resources
+
+logger = structlog.get_logger("switchboard.ai_replies")
+
+REPLY_ACTOR = "ai_replies.reply"  # stored in outbox rows: never rename a pending one
+_JOB_NAMESPACE = uuid.UUID("5b7c7f0e-61d8-4a52-9a57-2f0b8f1f4c21")
+ACTIVE = "active"
+MAX_REPLY_CHARS = 4096  # WhatsApp's limit for a text body
+# What a non-text message says to the model (its caption, when it has one, follows).
+DESCRIPTIONS = {
+    "image": "an image",
+    "sticker": "a sticker",
+    "audio": "a voice message",
+    "video": "a video",
+    "document": "a document",
+    "location": "a location",
+    "contacts": "a contact card",
+    "reaction": "a reaction",
+    "unsupported": "a message of a type that cannot be shown",
+}
+# Types whose stored text is what the customer chose or wrote (buttons, list replies).
+TEXT_KINDS = ("text", "interactive", "button")
+
+
+def reply_job_id(ticket_id: str) -> str:
+    """The outbox id of a conversation's reply job: at most one waits per conversation."""
+    return str(uuid.uuid5(_JOB_NAMESPACE, f"ai-reply:{ticket_id}"))
+
+
+def claim_lease(settings: Settings) -> timedelta:
+    """How long a claim holds a conversation: a turn, a governed send, and a margin."""
+    return timedelta(
+        seconds=settings.engine_turn_deadline_seconds + settings.send_max_wait_seconds + 30.0
+    )
+
+
+@inbound.on_inbound_message
+async def note_inbound(
+    session: AsyncSession, channel: Channel, message: StoredMessage, settings: Settings
+) -> None:
+    """A new inbound message of a channel with an agent: pending on its conversation, and
+    the conversation's reply job scheduled when none waits. In the webhook's transaction."""
+    if channel.agent_id is None:
+        return
+    state = await repository.locked_state(session, message.ticket_id, channel.organization_id)
+    if state is None or state.silenced_reason is not None:
+        return  # handed to a person: silent until the ticket is closed
+    now = utcnow()
+    if not state.pending or state.first_pending_at is None:
+        state.first_pending_at = now
+    state.pending = [*state.pending, message.id]
+    quiet = now + timedelta(seconds=settings.ai_reply_burst_seconds)
+    latest = state.first_pending_at + timedelta(seconds=settings.ai_reply_max_wait_seconds)
+    state.due_at = min(quiet, max(latest, now))
+    await session.flush()
+    job_id = reply_job_id(message.ticket_id)
+    status = await repository.job_status(session, job_id)
+    if status == outbox.PARKED:
+        await repository.drop_job(session, job_id)  # a poisoned run: the new message retries
+        status = None
+    if status is None:
+        outbox.schedule(
+            session,
+            REPLY_ACTOR,
+            message.ticket_id,
+            queue=ENGINE_QUEUE,
+            at=state.due_at,
+            job_id=job_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A claimed conversation: what the agent answers and who it is."""
+
+    ticket_id: str
+    token: str
+    answering: list[str]
+    agent: AgentProfile
+    history: list[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Not now: the burst window is open, or another worker holds the conversation."""
+
+    until: datetime
+
+
+async def claim_turn(
+    session: AsyncSession, ticket_id: str, token: str, settings: Settings
+) -> Turn | Wait | None:
+    """Claim the conversation for one reply; None when there is nothing to answer (or the
+    agent must stay silent: the pending messages are then dropped)."""
+    state = await repository.locked_state(session, ticket_id)
+    if state is None or not state.pending:
+        return None
+    now = utcnow()
+    if state.claim_token is not None and state.claimed_until and state.claimed_until > now:
+        return Wait(state.claimed_until)
+    if state.due_at is not None and state.due_at > now:
+        return Wait(state.due_at)
+    ticket = await session.get(Ticket, ticket_id)
+    channel = (
+        await session.get(Channel, ticket.chat_phone_number_id)
+        if ticket is not None and ticket.chat_phone_number_id is not None
+        else None
+    )
+    agent = (
+        await session.get(Agent, channel.agent_id)
+        if channel is not None and channel.agent_id is not None
+        else None
+    )
+    if (
+        ticket is None
+        or channel is None
+        or agent is None
+        or agent.status != ACTIVE
+        or not _may_answer(ticket, state.silenced_reason)
+    ):
+        _answered(state, len(state.pending), now)
+        await session.flush()
+        return None
+    state.claim_token = token
+    state.claimed_until = now + claim_lease(settings)
+    await session.flush()
+    answering = list(state.pending)
+    return Turn(
+        ticket_id=ticket_id,
+        token=token,
+        answering=answering,
+        agent=AgentProfile.of(agent, livemode=channel.livemode),
+        history=await _history(session, ticket_id, answering, settings.engine_history_messages),
+    )
+
+
+def _may_answer(ticket: Ticket, silenced_reason: str | None) -> bool:
+    return (
+        ticket.status == TicketStatus.OPEN.value
+        and ticket.assigned_user_id is None
+        and silenced_reason is None
+    )
+
+
+def _answered(state: Any, count: int, now: datetime) -> None:
+    """The first `count` pending messages are answered (or will never be); claim released."""
+    state.pending = state.pending[count:]
+    state.first_pending_at = None if not state.pending else state.first_pending_at
+    if state.pending and (state.due_at is None or state.due_at < now):
+        state.due_at = now
+    state.claim_token = None
+    state.claimed_until = None
+
+
+def describe(kind: str, text: str | None) -> str:
+    """A stored message as the model reads it: its text, or a short description."""
+    if kind in TEXT_KINDS and text:
+        return text
+    what = DESCRIPTIONS.get(kind, f"a {kind} message")
+    caption = f' with the caption "{text}"' if text else ""
+    return f"[The customer sent {what}{caption}]"
+
+
+async def _history(
+    session: AsyncSession, ticket_id: str, answering: list[str], limit: int
+) -> list[Message]:
+    """The conversation as the model reads it: earlier messages, then the ones answered now
+    (in the order they arrived), consecutive messages of one side joined."""
+    earlier = await repository.history_rows(
+        session, ticket_id, max(0, limit - len(answering)), answering
+    )
+    found = await repository.messages_by_id(session, answering)
+    rows = [*earlier, *(found[id_] for id_ in answering if id_ in found)]
+    history: list[Message] = []
+    for row in rows:
+        role: Role = "user" if row.direction == Direction.INBOUND.value else "assistant"
+        if role == "user":
+            content = describe(row.kind, row.text)
+        else:
+            content = row.text or f"[template {row.template_name}]"
+        if history and history[-1].role == role:
+            history[-1] = Message(role, f"{history[-1].content}\n{content}")
+        else:
+            history.append(Message(role, content))
+    while history and history[0].role != "user":
+        history.pop(0)
+    return history
+
+
+async def release(session: AsyncSession, ticket_id: str, token: str) -> datetime | None:
+    """Give the claim back unanswered (the organization's AI limits are full, the worker
+    failed); returns when the conversation should be tried again."""
+    state = await repository.locked_state(session, ticket_id)
+    if state is None or state.claim_token != token:
+        return None
+    state.claim_token = None
+    state.claimed_until = None
+    await session.flush()
+    return utcnow()
+
+
+async def deliver(
+    session: AsyncSession, resources: Resources, turn: Turn, result: TurnResult
+) -> datetime | None:
+    """Send the agent's reply through the channel and record what happened, in the caller's
+    transaction; returns when to answer again (more messages arrived meanwhile) or None."""
+    agent = turn.agent
+    # Who acts: the agent, in the channel's organization and mode.
+    subject = Subject(
+        organization_id=agent.organization_id,
+        principal_id=agent.agent_id,
+        principal_type=PrincipalType.API_KEY,
+        scopes=frozenset({Scope.FULL_ACCESS}),
+        livemode=agent.livemode,
+    )
+    # Serialises with a person's assign or close of the ticket: whichever commits first wins.
+    locked = await TicketRepository(session, subject).get_for_update(turn.ticket_id)
+    state = await repository.locked_state(session, turn.ticket_id)
+    if locked is None or state is None or state.claim_token != turn.token:
+        logger.warning("reply dropped: the claim was lost", ticket_id=turn.ticket_id)
+        return None
+    ticket: Ticket = locked.Ticket
+    now = utcnow()
+    if not _may_answer(ticket, state.silenced_reason):
+        _answered(state, len(turn.answering), now)
+        await session.flush()
+        return None
+    message = None
+    if result.reply is not None and result.failure is None:
+        try:
+            message = await conversations.send_message(
+                session,
+                subject,
+                resources,
+                ticket.id,
+                MessageSend(text=result.reply[:MAX_REPLY_CHARS]),
+                agent_id=turn.agent.agent_id,
+            )
+        except DomainError as exc:
+            logger.warning("AI reply not sent", ticket_id=ticket.id, reason=exc.message)
+    ids = {
+        "ticket_id": ticket.id,
+        "channel_id": ticket.chat_phone_number_id,
+        "agent_id": turn.agent.agent_id,
+        "message_id": message.id if message is not None else None,
+        "in_reply_to": turn.answering,
+    }
+    for event_type, data in result.events:
+        await emit(session, ticket, event_type, {**data, **ids})
+    _answered(state, len(turn.answering), now)
+    if message is not None:
+        state.replies += 1
+    if result.action is not None and result.action.kind == "handoff":
+        state.silenced_reason = result.action.reason[:500]
+        state.pending = []
+        state.first_pending_at = None
+    await session.flush()
+    if result.action is not None and result.action.kind == "end":
+        await inbox.close_ticket(session, subject, ticket.id)
+        return None
+    return state.due_at if state.pending and state.silenced_reason is None else None

@@ -1,0 +1,74 @@
+"""The reply job: one conversation's pending messages answered by its channel's agent.
+
+The job claims the conversation (app/ai_replies/service.py `claim_turn`) in a short
+transaction, lets the conversation engine answer with no transaction open (the model may take
+seconds), then sends and records the reply in a second one, which also settles the job. It
+runs again while messages keep arriving, and waits while the burst window is open.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from app.agent_tests.service import ENGINE_QUEUE
+from app.ai_replies import service
+from app.ai_replies.service import REPLY_ACTOR, Turn, Wait
+from app.engine.engine import ConversationEngine, EngineClients
+from app.engine.limits import ConversationLimitReached, ReplyLimitReached
+from app.engine.types import TurnResult
+from app.jobs import JobContext, Task
+from app.kit.clock import utcnow
+
+# A conversation that finds every AI slot of its organization taken tries again this later.
+BUSY_RETRY = timedelta(seconds=5)
+
+
+async def reply(job: JobContext) -> datetime | None:
+    (ticket_id,) = job.args
+    resources = job.runtime.resources
+    token = uuid.uuid4().hex
+    async with resources.session(writes=True) as session:
+        claimed = await service.claim_turn(session, ticket_id, token, resources.settings)
+        if not isinstance(claimed, Turn):
+            again = claimed.until if isinstance(claimed, Wait) else None
+            await job.settle(session, again)
+            await session.commit()
+            return again
+        await session.commit()
+    try:
+        result = await _answer(job, claimed)
+    except (ConversationLimitReached, ReplyLimitReached) as exc:
+        return await _give_back(job, claimed, utcnow() + max(BUSY_RETRY, _seconds(exc)))
+    except Exception:
+        await _give_back(job, claimed, None)
+        raise
+    async with resources.session(writes=True) as session:
+        again = await service.deliver(session, resources, claimed, result)
+        await job.settle(session, again)
+        await session.commit()
+    return again
+
+
+async def _answer(job: JobContext, turn: Turn) -> TurnResult:
+    engine = ConversationEngine(job.runtime.resources, job.runtime.shared(EngineClients))
+    async with engine.conversation(turn.agent, f"whatsapp:{turn.ticket_id}"):
+        return await engine.respond(turn.agent, turn.history)
+
+
+async def _give_back(job: JobContext, turn: Turn, again: datetime | None) -> datetime | None:
+    """Release the claim unanswered; with `again`, settle the job to run then (without it the
+    worker's error handling reschedules the job)."""
+    async with job.runtime.resources.session(writes=True) as session:
+        await service.release(session, turn.ticket_id, turn.token)
+        if again is not None:
+            await job.settle(session, again)
+        await session.commit()
+    return again
+
+
+def _seconds(exc: ConversationLimitReached | ReplyLimitReached) -> timedelta:
+    return timedelta(seconds=float(exc.retry_after))
+
+
+TASKS = (Task(REPLY_ACTOR, ENGINE_QUEUE, reply),)

@@ -1,0 +1,306 @@
+"""AI replies on WhatsApp: the engine's own cost per reply, and replies per second.
+
+Migrates a fresh database (SQLite file by default, or `--database-url` naming an empty
+PostgreSQL database), creates an organization, an agent whose model is a local
+OpenAI-compatible server that answers at once (zero latency: a fixed chat completion), and a
+test-mode channel answered by the agent; the burst window is set to 0 so no reply waits for
+a quiet moment. The send path's entry (`conversations.service.send_message`) is wrapped to
+note when each reply is handed to it. Then:
+
+  latency     `--latency` conversations one after the other: a signed webhook through the
+              ASGI app, then the reply job on ONE in-process Dramatiq worker; the time from
+              the webhook's 200 to the reply reaching the send path, p50/p99 (nothing else
+              in flight: the engine's own cost, the model's zero-latency HTTP round trip and
+              the job hand-off included)
+  throughput  `--conversations` (1,000) webhooks of as many customers accepted with the worker
+              stopped, then the worker started: replies handed to the send path per second
+              until every conversation has been answered
+
+Prints figures and a JSON line (peak RSS of the process included); never asserts on time.
+Run: ``.venv/bin/python bench/agent_replies.py [--conversations 1000] [--threads 8]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from sqlalchemy import select
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.auth.service import create_api_key
+from app.config import Settings
+from app.contacts.models import Contact
+from app.conversations import service as conversations
+from app.db.engine import create_engine, create_sessionmaker
+from app.db.migrate import upgrade
+from app.inbox.models import Ticket
+from app.integrations.whatsapp import payloads
+from app.kit import outbox
+from app.main import create_app
+from app.organizations.service import create_organization
+from workers.broker import InProcessWorker, install_job_engine
+
+SECRET = "bench-secret-key-for-hmac-and-jwt-0123456789"
+APP_SECRET = "bench-app-secret"
+PHONE_ID = "109999000000001"
+WABA = "109999000000002"
+COMPLETION = orjson.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132},
+    }
+)
+
+# When each reply reached the send path, by ticket id (written from the worker's thread).
+handed: dict[str, float] = {}
+_send_message = conversations.send_message
+
+
+async def _noting_send_message(*args: Any, **kwargs: Any) -> Any:
+    handed.setdefault(str(args[3]), time.perf_counter())
+    return await _send_message(*args, **kwargs)
+
+
+conversations.send_message = _noting_send_message  # type: ignore[assignment]
+
+
+class ZeroLatencyModel:
+    """An OpenAI-compatible chat completions endpoint answering at once, on its own thread
+    and loop (plain HTTP/1.1 keep-alive, one fixed JSON answer)."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.requests = 0
+        self._ready = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        self._ready.wait(10)
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                await reader.readexactly(length)
+                self.requests += 1
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(COMPLETION)}\r\n\r\n".encode()
+                    + COMPLETION
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def webhook(customer: int, message: int) -> bytes:
+    return orjson.dumps(
+        payloads.inbound_text(
+            WABA,
+            PHONE_ID,
+            "+14155550142",
+            f"wamid.bench{customer}.{message}",
+            f"+1415{customer:07d}",
+            "Hello, is anyone there?",
+            profile_name="Bench",
+        )
+    )
+
+
+async def post(client: httpx.AsyncClient, body: bytes) -> None:
+    response = await client.post(
+        "/webhooks/whatsapp",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
+        },
+    )
+    assert response.status_code == 200, response.text
+
+
+async def tickets_by_phone(settings: Settings) -> dict[str, str]:
+    engine = create_engine(settings.database_url, pool_size=1)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            rows = await session.execute(
+                select(Ticket.id, Contact.phone_number).join(
+                    Contact, Contact.id == Ticket.contact_id
+                )
+            )
+            return {phone: ticket_id for ticket_id, phone in rows.all()}
+    finally:
+        await engine.dispose()
+
+
+async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dict[str, Any]:
+    model = ZeroLatencyModel()
+    model_url = model.start()
+    settings = Settings(
+        database_url=database_url,
+        secret_key=SECRET,
+        redis_url=None,
+        rate_limit_per_key="1000000/s",
+        rate_limit_per_org="1000000/s",
+        access_log=False,
+        log_level="warning",
+        var_dir=var_dir,
+        storage_url=f"file://{var_dir / 'objects'}",
+        worker_threads=args.threads,
+        whatsapp_app_secret=APP_SECRET,
+        allow_private_webhook_urls=True,
+        llm_streaming=False,
+        ai_reply_burst_seconds=0.0,
+        ai_max_concurrent_conversations=args.conversations * 2,
+        ai_replies_per_minute="10000000/m",
+        outbox_sweep_seconds=0.2,
+    )
+    engine = create_engine(settings.database_url, pool_size=2)
+    async with create_sessionmaker(engine)() as session:
+        organization = await create_organization(session, "Bench")
+        created = await create_api_key(
+            session, organization.id, name="bench", scopes=["full_access"], secret_key=SECRET
+        )
+        await session.commit()
+    await engine.dispose()
+    headers = {"Authorization": f"Bearer {created.secret}"}
+    broker, _runtime = install_job_engine(settings)
+    worker = InProcessWorker(broker, threads=args.threads)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
+            agent = await client.post(
+                "/api/v1/agents",
+                json={"name": "Ava", "agent_config": {"llm_base_url": model_url}},
+                headers=headers,
+            )
+            channel = await client.post(
+                "/api/v1/channels",
+                json={
+                    "display_phone_number": "+14155550142",
+                    "phone_number_id": PHONE_ID,
+                    "business_account_id": WABA,
+                    "access_token": "EAAGbench-token",
+                },
+                headers=headers,
+            )
+            await client.put(
+                f"/api/v1/channels/{channel.json()['id']}",
+                json={"agent_id": agent.json()["id"]},
+                headers=headers,
+            )
+            # Latency: one conversation at a time, the worker running.
+            worker.start()
+            accepted: dict[str, float] = {}
+            warmup = 20
+            for customer in range(warmup + args.latency):
+                await post(client, webhook(customer, 0))
+                accepted[f"+1415{customer:07d}"] = time.perf_counter()
+                while len(handed) < customer + 1:  # noqa: ASYNC110
+                    await asyncio.sleep(0.0005)
+            tickets = await tickets_by_phone(settings)
+            latencies = [
+                (handed[tickets[phone]] - at) * 1000
+                for phone, at in list(accepted.items())[warmup:]
+            ]
+            worker.stop()
+            # Throughput: every webhook accepted first, then the worker drains them.
+            first = warmup + args.latency
+            bodies = [webhook(first + n, 0) for n in range(args.conversations)]
+            for start in range(0, len(bodies), 8):
+                await asyncio.gather(*(post(client, body) for body in bodies[start : start + 8]))
+            expected = len(handed) + args.conversations
+            worker = InProcessWorker(broker, threads=args.threads)
+            began = time.perf_counter()
+            worker.start()
+            while len(handed) < expected:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+            elapsed = time.perf_counter() - began
+            worker.stop()
+    outbox.set_dispatcher(None)
+    broker.close()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "backend": database_url.split(":", 1)[0],
+        "threads": args.threads,
+        "latency_replies": len(latencies),
+        "engine_overhead_p50_ms": round(statistics.median(latencies), 2),
+        "engine_overhead_p99_ms": round(percentile(latencies, 0.99), 2),
+        "engine_overhead_max_ms": round(max(latencies), 2),
+        "conversations": args.conversations,
+        "replies_per_s": round(args.conversations / elapsed, 1),
+        "model_requests": model.requests,
+        "peak_rss_mb": round(rss_mb, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=1000)
+    parser.add_argument("--latency", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        var_dir = Path(tmp)
+        url = args.database_url or f"sqlite+aiosqlite:///{var_dir / 'bench.db'}"
+        upgrade(url)
+        summary = asyncio.run(run(args, url, var_dir))
+    print(
+        f"engine overhead per reply ({summary['backend']}, {summary['latency_replies']} "
+        f"one at a time): p50 {summary['engine_overhead_p50_ms']} ms, "
+        f"p99 {summary['engine_overhead_p99_ms']} ms, max {summary['engine_overhead_max_ms']} ms"
+    )
+    print(
+        f"{summary['conversations']} conversations on one worker process "
+        f"({summary['threads']} threads): {summary['replies_per_s']} replies/s; "
+        f"peak RSS {summary['peak_rss_mb']} MB"
+    )
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,529 @@
+"""AI replies on WhatsApp end to end: a signed platform webhook → the inbound handler → the
+reply job on the engine queue (a real Dramatiq worker: StubBroker on SQLite and PostgreSQL,
+RedisBroker on PostgreSQL) → the conversation engine on the OpenAI SDK against the local fake
+model (tool calls included) → the reply sent through the channel's governed send path (a
+test-mode channel: the simulator) → the conversation message and the events."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from sqlalchemy import select
+
+from app.ai_replies.models import AiReplyState
+from app.ai_replies.service import REPLY_ACTOR, reply_job_id
+from app.ai_replies.tasks import reply
+from app.events.models import Event
+from app.integrations.whatsapp import payloads
+from app.kit.outbox_models import OutboxJob
+from app.organizations.service import create_user
+from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend, graphql
+from tests.engine.fakes import FakeProviders, running_providers
+from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from workers.runtime import JobRuntime, run_job
+
+APP_SECRET = "meta-app-secret-for-ai-replies"
+WABA = "102290129340398"
+CUSTOMER = "+14155550100"
+BURST = 0.4
+GREETING = "Hello! How can I help you today?"
+_numbers = itertools.count(1)
+_messages = itertools.count(1)
+
+
+@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str | None]]:
+    yield from engine_backend(request, tmp_path_factory, "ai_replies")
+
+
+@pytest.fixture(scope="module")
+def providers() -> Iterator[tuple[FakeProviders, str]]:
+    with running_providers() as running:
+        yield running
+
+
+SETTINGS: dict[str, Any] = {
+    "whatsapp_app_secret": APP_SECRET,
+    "llm_retry_backoff_seconds": 0.0,
+    "engine_turn_deadline_seconds": 10.0,
+    "ai_reply_burst_seconds": BURST,
+    "ai_reply_max_wait_seconds": 5.0,
+    "job_lease_seconds": 30.0,
+    "knowledge_extraction_seconds": 3.0,
+}
+
+
+@pytest.fixture
+async def engine(
+    backend: tuple[str, str | None], tmp_path: Path, providers: tuple[FakeProviders, str]
+) -> AsyncIterator[Engine]:
+    url, redis_url = backend
+    providers[0].reset()
+    async with running_engine(url, tmp_path, redis_url=redis_url, **SETTINGS) as running:
+        yield running
+
+
+class Chat:
+    """A tenant, its agent on the fake model, its test-mode channel answered by the agent."""
+
+    def __init__(self, engine: Engine, tenant: Tenant, agent_id: str, channel: dict[str, Any]):
+        self.engine = engine
+        self.tenant = tenant
+        self.agent_id = agent_id
+        self.channel = channel
+
+    async def say(self, text: str | None = None, message_id: str | None = None, **part: Any) -> str:
+        """The customer writes (a signed platform webhook); returns the platform message id."""
+        message_id = message_id or f"wamid.ai{next(_messages)}"
+        body = orjson.dumps(self.payload(message_id, text, **part))
+        response = await self.engine.client.post(
+            "/webhooks/whatsapp",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
+            },
+        )
+        assert response.status_code == 200, response.text
+        return message_id
+
+    def payload(self, message_id: str, text: str | None, **part: Any) -> dict[str, Any]:
+        if text is not None:
+            return payloads.inbound_text(
+                WABA,
+                self.channel["phone_number_id"],
+                "+14155550142",
+                message_id,
+                CUSTOMER,
+                text,
+                profile_name="Ada",
+            )
+        kind, content = next(iter(part.items()))
+        message = {
+            "from": CUSTOMER.lstrip("+"),
+            "id": message_id,
+            "timestamp": str(int(time.time())),
+            "type": kind,
+            kind: content,
+        }
+        return payloads.messages_change(
+            WABA,
+            self.channel["phone_number_id"],
+            "+14155550142",
+            contacts=[{"profile": {"name": "Ada"}, "wa_id": CUSTOMER.lstrip("+")}],
+            messages=[message],
+        )
+
+    async def ticket_id(self) -> str:
+        response = await self.engine.client.get(
+            "/api/v1/inbox/tickets?status=open", headers=self.tenant.headers
+        )
+        assert response.status_code == 200, response.text
+        assert len(response.json()["data"]) == 1, response.json()
+        [ticket] = response.json()["data"]
+        return str(ticket["id"])
+
+    async def messages(self, ticket_id: str) -> list[dict[str, Any]]:
+        response = await self.engine.client.get(
+            f"/api/v1/inbox/tickets/{ticket_id}/messages?limit=100", headers=self.tenant.headers
+        )
+        assert response.status_code == 200, response.text
+        return list(reversed(response.json()["data"]))
+
+    async def replies(self, ticket_id: str) -> list[dict[str, Any]]:
+        return [m for m in await self.messages(ticket_id) if m["direction"] == "outbound"]
+
+    async def wait_replies(self, ticket_id: str, count: int) -> list[dict[str, Any]]:
+        async def enough() -> bool:
+            return len(await self.replies(ticket_id)) >= count
+
+        await eventually(enough, 20.0)
+        await self.settled(ticket_id)
+        return await self.replies(ticket_id)
+
+    async def settled(self, ticket_id: str) -> None:
+        """No reply job waits and nothing is pending on the conversation."""
+
+        async def quiet() -> bool:
+            async with self.engine.sessionmaker() as session:
+                job = await session.get(OutboxJob, reply_job_id(ticket_id))
+                state = await session.get(AiReplyState, ticket_id)
+                return job is None and (state is None or not state.pending)
+
+        await eventually(quiet, 20.0)
+
+    async def events(self, event_type: str) -> list[dict[str, Any]]:
+        async with self.engine.sessionmaker() as session:
+            rows = await session.scalars(
+                select(Event)
+                .where(
+                    Event.organization_id == self.tenant.organization_id,
+                    Event.type == event_type,
+                )
+                .order_by(Event.created_at, Event.id)
+            )
+            return [dict(row.data) for row in rows]
+
+
+async def create_agent(engine: Engine, tenant: Tenant, url: str, **config: Any) -> str:
+    response = await engine.client.post(
+        "/api/v1/agents",
+        json={
+            "name": "Ava",
+            "timezone": "UTC",
+            "agent_config": {"llm_base_url": url + "/v1", **config},
+        },
+        headers=tenant.headers,
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+async def open_chat(engine: Engine, providers: tuple[FakeProviders, str], **config: Any) -> Chat:
+    tenant = await engine.tenants.organization()
+    agent_id = await create_agent(engine, tenant, providers[1], **config)
+    created = await engine.client.post(
+        "/api/v1/channels",
+        json={
+            "display_phone_number": "+14155550142",
+            "phone_number_id": f"77{os.getpid()}{next(_numbers):04d}",
+            "business_account_id": WABA,
+            "access_token": "EAAGtest-token",
+        },
+        headers=tenant.headers,
+    )
+    assert created.status_code == 201, created.text
+    channel = created.json()
+    assert channel["agent_id"] is None
+    updated = await engine.client.put(
+        f"/api/v1/channels/{channel['id']}", json={"agent_id": agent_id}, headers=tenant.headers
+    )
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["agent_id"] == agent_id
+    return Chat(engine, tenant, agent_id, updated.json())
+
+
+async def test_the_agent_replies_through_the_channel(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    await chat.say("Hello there")
+    ticket_id = await chat.ticket_id()
+    [reply] = await chat.wait_replies(ticket_id, 1)
+    assert (reply["direction"], reply["text"], reply["agent_id"]) == (
+        "outbound",
+        GREETING,
+        chat.agent_id,
+    )
+    assert reply["status"] in ("sent", "delivered", "read")
+    [generated] = await chat.events("ai.reply.generated")
+    assert generated["ticket_id"] == ticket_id
+    assert generated["message_id"] == reply["id"]
+    assert generated["reply"] == GREETING
+    assert generated["usage"] == {"input_tokens": 120, "output_tokens": 30}
+    assert generated["tool_calls"] == []
+    assert generated["latency_ms"] >= 0
+    assert (generated["provider"], generated["channel_id"]) == ("openai", chat.channel["id"])
+    sent = [e for e in await chat.events("message.sent") if e["id"] == reply["id"]]
+    assert [e["agent_id"] for e in sent] == [chat.agent_id]
+    # The model read the customer's words after the agent's system prompt.
+    request = providers[0].model_requests()[-1].body
+    assert request["messages"][-1] == {"role": "user", "content": "Hello there"}
+    # GraphQL: the message's author and the channel's agent.
+    found = await graphql(
+        engine.client,
+        "query($id: ID!, $cid: ID!) { ticketMessages(ticketId: $id) { nodes { direction agentId } }"
+        " channel(id: $cid) { agentId } }",
+        {"id": ticket_id, "cid": chat.channel["id"]},
+        chat.tenant.headers,
+    )
+    assert {"direction": "outbound", "agentId": chat.agent_id} in found["data"]["ticketMessages"][
+        "nodes"
+    ]
+    assert found["data"]["channel"]["agentId"] == chat.agent_id
+
+
+async def test_a_tool_round_trip_and_a_non_text_message(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    await chat.say("What are your hours?")
+    ticket_id = await chat.ticket_id()
+    [reply] = await chat.wait_replies(ticket_id, 1)
+    assert reply["text"].startswith("Here is what I found:")
+    [tool] = await chat.events("ai.tool.executed")
+    assert (tool["name"], tool["ticket_id"]) == ("search_knowledge", ticket_id)
+    [generated] = await chat.events("ai.reply.generated")
+    assert generated["tool_calls"] == ["search_knowledge"]
+    assert generated["usage"] == {"input_tokens": 240, "output_tokens": 60}  # two rounds
+    # An image reaches the model as a short description with its caption.
+    await chat.say(image={"id": "media-1", "mime_type": "image/jpeg", "caption": "my receipt"})
+    await chat.wait_replies(ticket_id, 2)
+    last = providers[0].model_requests()[-1].body["messages"][-1]
+    assert last == {
+        "role": "user",
+        "content": '[The customer sent an image with the caption "my receipt"]',
+    }
+
+
+async def test_one_reply_per_burst_and_per_platform_message(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    first = await chat.say("Hi")
+    await chat.say("I have a question")
+    await chat.say("Hi", message_id=first)  # the platform delivers the first one again
+    ticket_id = await chat.ticket_id()
+    [reply] = await chat.wait_replies(ticket_id, 1)
+    [generated] = await chat.events("ai.reply.generated")
+    inbound = [m["id"] for m in await chat.messages(ticket_id) if m["direction"] == "inbound"]
+    assert len(inbound) == 2
+    assert sorted(generated["in_reply_to"]) == sorted(inbound)
+    assert generated["message_id"] == reply["id"]
+    # Both messages reached the model, as one turn of the customer's.
+    assert providers[0].model_requests()[-1].body["messages"][-1] == {
+        "role": "user",
+        "content": "Hi\nI have a question",
+    }
+    # The same message again, after the reply: still one reply.
+    await chat.say("Hi", message_id=first)
+    await asyncio.sleep(BURST * 3)
+    await chat.settled(ticket_id)
+    assert len(await chat.replies(ticket_id)) == 1
+
+
+async def test_transfer_to_human_leaves_the_ticket_to_a_person(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    await chat.say("Can I speak to a person?")
+    ticket_id = await chat.ticket_id()
+    [said] = await chat.wait_replies(ticket_id, 1)
+    [handoff] = await chat.events("agent.handoff")
+    assert (handoff["reason"], handoff["ticket_id"]) == (
+        "the customer asked for a person",
+        ticket_id,
+    )
+    assert handoff["message_id"] == said["id"]
+    ticket = await engine.client.get(
+        f"/api/v1/inbox/tickets/{ticket_id}", headers=chat.tenant.headers
+    )
+    assert (ticket.json()["status"], ticket.json()["assigned_user_id"]) == ("open", None)
+    requests = len(providers[0].model_requests())
+    await chat.say("Hello?")
+    await asyncio.sleep(BURST * 3)
+    await chat.settled(ticket_id)
+    assert len(await chat.replies(ticket_id)) == 1
+    assert len(providers[0].model_requests()) == requests  # the model was not even asked
+    # Closed: the next message opens a new conversation, which the agent answers again.
+    closed = await engine.client.post(
+        f"/api/v1/inbox/tickets/{ticket_id}/close", headers=chat.tenant.headers
+    )
+    assert closed.status_code == 200, closed.text
+    await chat.say("Hello again")
+    second = await chat.ticket_id()
+    assert second != ticket_id
+    assert [r["text"] for r in await chat.wait_replies(second, 1)] == [GREETING]
+
+
+async def test_a_ticket_assigned_to_a_person_silences_the_agent(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    async with engine.sessionmaker() as session:
+        # A writer from the start: a SQLite reader that then writes meets the worker's writes.
+        await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+        user = await create_user(
+            session,
+            chat.tenant.organization_id,
+            f"agent{next(_numbers)}@example.com",
+            "pw-1234567890",
+        )
+        await session.commit()
+    user_id = user.id
+    await chat.say("Hello")
+    ticket_id = await chat.ticket_id()
+    await chat.wait_replies(ticket_id, 1)
+    assigned = await engine.client.post(
+        f"/api/v1/inbox/tickets/{ticket_id}/assign",
+        json={"user_id": user_id},
+        headers=chat.tenant.headers,
+    )
+    assert assigned.status_code == 200, assigned.text
+    await chat.say("Are you still there?")
+    await asyncio.sleep(BURST * 3)
+    await chat.settled(ticket_id)
+    assert len(await chat.replies(ticket_id)) == 1
+    # A person still replies through the same path.
+    human = await engine.client.post(
+        f"/api/v1/inbox/tickets/{ticket_id}/messages",
+        json={"text": "Hi, Grace here"},
+        headers=chat.tenant.headers,
+    )
+    assert human.status_code == 201, human.text
+    assert human.json()["agent_id"] is None
+
+
+async def test_a_model_that_stays_down_hands_off_and_says_nothing(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    providers[0].failures = [500] * 3  # the first attempt and both retries
+    await chat.say("Hello there")
+    ticket_id = await chat.ticket_id()
+
+    async def handed_off() -> bool:
+        return bool(await chat.events("agent.handoff"))
+
+    await eventually(handed_off, 20.0)
+    await chat.settled(ticket_id)
+    [handoff] = await chat.events("agent.handoff")
+    assert handoff["reason"] == "llm_unavailable"
+    assert handoff["error"]["code"] == "llm_unavailable"
+    assert (handoff["ticket_id"], handoff["message_id"]) == (ticket_id, None)
+    assert await chat.replies(ticket_id) == []
+    assert await chat.events("ai.reply.generated") == []
+
+
+async def test_the_channel_agent_input(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    chat = await open_chat(engine, providers)
+    other = await engine.tenants.organization("Globex")
+    foreign = await create_agent(engine, other, providers[1])
+    path = f"/api/v1/channels/{chat.channel['id']}"
+    for agent_id in (foreign, "5f0c1b9e-0000-4000-8000-000000000000"):
+        refused = await engine.client.put(
+            path, json={"agent_id": agent_id}, headers=chat.tenant.headers
+        )
+        assert (refused.status_code, refused.json()) == (
+            404,
+            {"error": 404, "message": "Agent not found"},
+        )
+    bad = await engine.client.put(path, json={"agent_id": "nope"}, headers=chat.tenant.headers)
+    assert bad.status_code == 400
+    missing = await engine.client.put(
+        "/api/v1/channels/5f0c1b9e-0000-4000-8000-000000000000",
+        json={"agent_id": chat.agent_id},
+        headers=chat.tenant.headers,
+    )
+    assert missing.json() == {"detail": "Channel not found"}
+    # GraphQL sets and clears it; a cleared channel's messages are left to people.
+    mutation = (
+        "mutation($id: ID!, $input: ChannelUpdateInput!) { updateChannel(id: $id, input: $input)"
+        " { channel { agentId } errors { code message } } }"
+    )
+    unknown = await graphql(
+        engine.client,
+        mutation,
+        {"id": chat.channel["id"], "input": {"agentId": foreign}},
+        chat.tenant.headers,
+    )
+    assert unknown["data"]["updateChannel"]["errors"][0]["code"] == "not_found"
+    cleared = await graphql(
+        engine.client,
+        mutation,
+        {"id": chat.channel["id"], "input": {"agentId": None}},
+        chat.tenant.headers,
+    )
+    assert cleared["data"]["updateChannel"] == {"channel": {"agentId": None}, "errors": []}
+    got = await engine.client.get(path, headers=chat.tenant.headers)
+    assert got.json()["agent_id"] is None
+    await chat.say("Anyone?")
+    ticket_id = await chat.ticket_id()
+    await asyncio.sleep(BURST * 3)
+    assert await chat.replies(ticket_id) == []
+    async with engine.sessionmaker() as session:
+        assert await session.get(OutboxJob, reply_job_id(ticket_id)) is None
+    # An inactive agent stays silent too.
+    again = await graphql(
+        engine.client,
+        mutation,
+        {"id": chat.channel["id"], "input": {"agentId": chat.agent_id}},
+        chat.tenant.headers,
+    )
+    assert again["data"]["updateChannel"]["channel"]["agentId"] == chat.agent_id
+    paused = await engine.client.put(
+        f"/api/v1/agents/{chat.agent_id}",
+        json={"is_active": "inactive"},
+        headers=chat.tenant.headers,
+    )
+    assert paused.status_code == 200, paused.text
+    await chat.say("Hello?")
+    await asyncio.sleep(BURST * 3)
+    await chat.settled(ticket_id)
+    assert await chat.replies(ticket_id) == []
+
+
+async def test_twenty_messages_two_workers_one_ordered_set_of_replies(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    """20 webhooks on one conversation (four bursts of five at once), answered by two workers
+    racing for it: the in-process Dramatiq worker (StubBroker, or RedisBroker) and a second
+    worker runtime with its own pools that runs the reply jobs it finds. Every message is
+    answered exactly once, in order."""
+    chat = await open_chat(engine, providers)
+    texts = [f"message {n}" for n in range(20)]
+    # The conversation opens first: concurrent first messages of a new number each create
+    # a contact of their own (the contacts domain does not serialise them).
+    await chat.say("start")
+    ticket_id = await chat.ticket_id()
+    await chat.wait_replies(ticket_id, 1)
+
+    async def burst_of_webhooks() -> None:
+        for group in range(4):  # four bursts of five, each posted at once
+            await asyncio.gather(*(chat.say(text) for text in texts[group * 5 : group * 5 + 5]))
+            await asyncio.sleep(BURST * 1.5)
+
+    second = JobRuntime(engine.settings)  # another worker's runtime, its own pools
+    await second.open()
+    stop = asyncio.Event()
+
+    async def compete() -> None:
+        while not stop.is_set():
+            async with engine.sessionmaker() as session:
+                ids = list(
+                    await session.scalars(
+                        select(OutboxJob.id).where(OutboxJob.actor == REPLY_ACTOR)
+                    )
+                )
+            for job_id in ids:
+                await run_job(second, job_id, reply)
+            await asyncio.sleep(0.01)
+
+    racer = asyncio.create_task(compete())
+    try:
+        await burst_of_webhooks()
+        await chat.settled(ticket_id)
+    finally:
+        stop.set()
+        await racer
+        await second.close()
+    inbound = [m["id"] for m in await chat.messages(ticket_id) if m["direction"] == "inbound"]
+    assert len(inbound) == 21
+    generated = await chat.events("ai.reply.generated")
+    answered = [message_id for event in generated for message_id in event["in_reply_to"]]
+    # Each message answered once, the replies in the order the messages came: the bursts
+    # (posted one after the other; the five of one burst at once) in order.
+    assert sorted(answered) == sorted(inbound)
+    assert len(answered) == len(set(answered))
+    burst_of = {
+        m["id"]: texts.index(m["text"]) // 5 if m["text"] in texts else -1
+        for m in await chat.messages(ticket_id)
+        if m["direction"] == "inbound"
+    }
+    bursts = [burst_of[message_id] for message_id in answered]
+    assert bursts == sorted(bursts)
+    replies = await chat.replies(ticket_id)
+    assert [r["id"] for r in replies] == [event["message_id"] for event in generated]
+    assert all(r["text"] == GREETING for r in replies)
