@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.subject import Subject
+from app.campaigns import meta_limits
 from app.campaigns import repository as ledger
 from app.campaigns.models import (
     AudienceType,
@@ -326,6 +327,7 @@ async def resume_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     campaign = await get_campaign(session, subject, campaign_id)
     if campaign.status != CampaignStatus.PAUSED:
         raise _refuse("resume", campaign)
+    campaign.paused_reason = None
     await _start_or_schedule(session, campaign)
     await session.flush()
     return campaign
@@ -360,6 +362,8 @@ class Plan:
     variable_count: int
     parameters: dict[str, str]
     messages_per_second: int
+    # Meta's rating of the channel: the campaign's rate steps down at YELLOW (meta_limits.py).
+    quality_rating: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +478,7 @@ async def plan_dispatch(
         variable_count=_body_variable_count(template.components),
         parameters=dict(campaign.template_parameters or {}),
         messages_per_second=channel.messages_per_second,
+        quality_rating=channel.quality_rating,
     )
 
 
@@ -597,7 +602,11 @@ _RANK = {
 
 
 async def apply_status(
-    session: AsyncSession, channel_id: str, status: dict[str, Any], error: str | None
+    session: AsyncSession,
+    channel_id: str,
+    status: dict[str, Any],
+    error: str | None,
+    deferral: meta_limits.DeferralPolicy | None = None,
 ) -> bool:
     """One `statuses[]` entry about a message of one of the channel's campaigns: the ledger
     moves forward only (a duplicate or late status changes nothing), and the counters move by
@@ -611,9 +620,12 @@ async def apply_status(
     if recipient is None:
         return False
     new = str(status.get("status", ""))
+    meta_limits.record_pricing(recipient, status)
     current = recipient.status
     now = utcnow()
     if current == RecipientStatus.FAILED:
+        return True
+    if await meta_limits.defer_if_limited(session, recipient, status, deferral):
         return True
     events: list[str]
     if new == RecipientStatus.FAILED:

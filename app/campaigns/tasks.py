@@ -40,8 +40,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from app.campaigns import meta_limits, service
 from app.campaigns import repository as ledger
-from app.campaigns import service
 from app.campaigns.models import CampaignStatus
 from app.campaigns.repository import Outcome
 from app.campaigns.service import DISPATCH_ACTOR, DISPATCH_QUEUE, MissingValue, Plan, Unsendable
@@ -57,7 +57,7 @@ from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.types import WhatsAppPlatform
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext, Task
+from app.kit.jobs import JobContext, Task, with_resources
 from app.resources import Resources
 
 # Test mode: recipients per simulated batch, and batches per run.
@@ -89,13 +89,15 @@ async def dispatch_campaign(
         await session.commit()
     if plan is None or isinstance(plan, datetime):
         return plan
+    if isinstance(plan, Plan):
+        plan = meta_limits.paced(plan, resources.settings)
     if isinstance(plan, Unsendable):
         await _fail_everyone(resources, plan)
     elif plan.livemode:
         # A third of the lease: the run and its final settle end long before it runs out.
         seconds = min(RUN_SECONDS, resources.settings.job_lease_seconds / 3)
         own = sender is None
-        live = sender or BulkMessageSender(resources.settings.graph_api_url)
+        live = sender or _live_sender(resources.settings)
         try:
             await LiveRun(resources, plan, live).run(seconds)
         finally:
@@ -126,7 +128,9 @@ async def dispatch_job(job: JobContext) -> datetime | None:
 
 
 def _live_sender(settings: Settings) -> BulkMessageSender:
-    return BulkMessageSender(settings.graph_api_url, max_connections=MAX_IN_FLIGHT)
+    return BulkMessageSender(
+        settings.graph_api_url, max_connections=MAX_IN_FLIGHT, version=settings.graph_api_version
+    )
 
 
 async def _fail_everyone(resources: Resources, plan: Unsendable) -> None:
@@ -411,4 +415,9 @@ class LiveRun:
             await self._settle(outcomes, unsent)
 
 
-TASKS = (Task(DISPATCH_ACTOR, DISPATCH_QUEUE, dispatch_job),)
+TASKS = (
+    Task(DISPATCH_ACTOR, DISPATCH_QUEUE, dispatch_job),
+    Task(
+        meta_limits.RETRY_ACTOR, meta_limits.RETRY_QUEUE, with_resources(meta_limits.retry_deferred)
+    ),
+)

@@ -35,6 +35,19 @@ class Channel:
     messages_per_second: int = strawberry.field(
         description="Send budget shared by the channel's campaigns and replies (1 to 1000)"
     )
+    quality_rating: str | None = strawberry.field(
+        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; null until Meta says"
+    )
+    messaging_limit: str | None = strawberry.field(
+        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED)"
+    )
+    quality_event: str | None = strawberry.field(
+        description="Meta's last quality event (FLAGGED, UPGRADE…)"
+    )
+    quality_updated_at: datetime | None = strawberry.field(
+        description="When Meta sent its last quality update"
+    )
+    account_status: str | None = strawberry.field(description="Meta's last account_update event")
     created_at: datetime
     updated_at: datetime
 

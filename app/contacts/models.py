@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, id_column
@@ -49,6 +49,14 @@ class Contact(TimestampMixin, Base):
         TAGS_INDEX,
         SEARCH_INDEX,
         PHONE_PREFIX_INDEX,
+        # Inbound messages from a user known by Meta's business-scoped id only.
+        Index(
+            "ix_contacts_organization_id_platform_user_id",
+            "organization_id",
+            "platform_user_id",
+            postgresql_where=text("platform_user_id IS NOT NULL"),
+            sqlite_where=text("platform_user_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = id_column()
@@ -58,3 +66,6 @@ class Contact(TimestampMixin, Base):
     tags: Mapped[list[str]] = mapped_column(JSONType, default=list)
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     custom_fields: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    # Meta's business-scoped user id (BSUID, `US.1349…`): how WhatsApp names a user who hides
+    # their number; replies then go to it. Empty `phone_number` for such a contact.
+    platform_user_id: Mapped[str | None] = mapped_column(String(160), nullable=True)

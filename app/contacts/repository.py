@@ -72,6 +72,7 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.tags,
         Contact.notes,
         Contact.custom_fields,
+        Contact.platform_user_id,
         Contact.created_at,
         Contact.updated_at,
     )
@@ -94,6 +95,16 @@ class ContactRepository(OrgScopedRepository[Contact]):
         result = await self._execute(
             self.scoped(select(Contact))
             .where(Contact.phone_number == phone_number)
+            .order_by(Contact.created_at, Contact.id)
+            .limit(1)
+        )
+        return result.scalar_one_or_none()
+
+    async def by_platform_user_id(self, user_id: str) -> Contact | None:
+        """The organization's contact WhatsApp knows by this business-scoped user id."""
+        result = await self._execute(
+            self.scoped(select(Contact))
+            .where(Contact.platform_user_id == user_id)
             .order_by(Contact.created_at, Contact.id)
             .limit(1)
         )

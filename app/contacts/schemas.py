@@ -139,6 +139,10 @@ class ContactResponse(BaseModel):
     tags: list[str]
     notes: str | None
     custom_fields: dict[str, Any] | None
+    platform_user_id: str | None = Field(
+        default=None,
+        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one",
+    )
     created_at: str
     updated_at: str
 

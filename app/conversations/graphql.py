@@ -50,6 +50,10 @@ class ConversationMessage:
     delivered_at: datetime | None
     read_at: datetime | None
     failed_at: datetime | None
+    pricing_category: str | None = strawberry.field(
+        description="Meta's pricing category of the message (service, marketing, …)"
+    )
+    billable: bool | None = strawberry.field(description="Whether Meta bills the message")
     created_at: datetime
     updated_at: datetime
 

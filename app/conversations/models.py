@@ -82,6 +82,9 @@ class Message(TimestampMixin, Base):
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
+    # Meta's pricing of the message (statuses[].pricing): category and whether it is billed.
+    pricing_category: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    billable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 class ParkedStatus(Base):

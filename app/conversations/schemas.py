@@ -24,6 +24,8 @@ class MessageResponse(BaseModel):
     delivered_at: str | None
     read_at: str | None
     failed_at: str | None
+    pricing_category: str | None = None
+    billable: bool | None = None
     created_at: str
     updated_at: str
 
@@ -46,6 +48,8 @@ def message_to_public(message: Any) -> dict[str, Any]:
         "delivered_at": message.delivered_at,
         "read_at": message.read_at,
         "failed_at": message.failed_at,
+        "pricing_category": message.pricing_category,
+        "billable": message.billable,
         "created_at": message.created_at,
         "updated_at": message.updated_at,
     }

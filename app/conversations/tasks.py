@@ -6,6 +6,7 @@ from datetime import datetime
 
 import structlog
 
+from app.campaigns.meta_limits import DeferralPolicy
 from app.channels.models import Channel
 from app.conversations import statuses
 from app.conversations.inbound import SignatureInvalid, handle_signed
@@ -31,15 +32,16 @@ async def retry_statuses(job: JobContext) -> datetime | None:
     """A channel's parked statuses tried again (app/conversations/statuses.py); settled in
     the run's own transaction, under the lock parking takes."""
     channel_id, *earlier = job.args
+    deferral = DeferralPolicy.of(job.runtime.resources.settings)
     async with job.runtime.resources.session(writes=True) as session:
         if earlier:
             # A job of the one-per-status retries that came before: (status, attempt).
             channel = await session.get(Channel, channel_id)
             if channel is not None:
-                await statuses.apply_statuses(session, channel, [earlier[0]])
+                await statuses.apply_statuses(session, channel, [earlier[0]], deferral)
             again = None
         else:
-            again = await statuses.retry_parked(session, channel_id)
+            again = await statuses.retry_parked(session, channel_id, deferral)
         await job.settle(session, again)
         await session.commit()
     return again

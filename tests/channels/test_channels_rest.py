@@ -26,6 +26,11 @@ FIELDS = {
     "name",
     "livemode",
     "messages_per_second",
+    "quality_rating",
+    "messaging_limit",
+    "quality_event",
+    "quality_updated_at",
+    "account_status",
     "created_at",
     "updated_at",
 }

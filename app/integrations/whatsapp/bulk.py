@@ -16,7 +16,12 @@ import orjson
 
 from app.integrations.whatsapp.client import sent_message_of, template_message_payload
 from app.integrations.whatsapp.errors import PlatformUnavailable, from_error_body
-from app.integrations.whatsapp.types import GRAPH_API_VERSION, SentMessage, TemplateMessage
+from app.integrations.whatsapp.types import (
+    GRAPH_API_VERSION,
+    SentMessage,
+    TemplateMessage,
+    graph_root,
+)
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -36,8 +41,9 @@ class BulkMessageSender:
         *,
         max_connections: int = 512,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        version: str = GRAPH_API_VERSION,
     ) -> None:
-        self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
+        self.root = graph_root(base_url, version)
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_seconds, sock_connect=CONNECT_TIMEOUT_SECONDS
         )
