@@ -26,6 +26,7 @@ from app.campaigns.meta_limits import record_pricing
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.contacts import service as contacts
+from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
@@ -266,10 +267,13 @@ async def _sender(
     return contact
 
 
-def reply_address(contact: Any) -> str:
-    """Where a reply goes: the phone number, else the business-scoped user id (sent in the
-    messages endpoint's `recipient` field)."""
-    return str(contact.phone_number or contact.platform_user_id or "")
+async def reply_address(session: AsyncSession, ticket: Any) -> str:
+    """Where a reply goes: the contact's phone number, else its business-scoped user id
+    (sent in the messages endpoint's `recipient` field)."""
+    if ticket.contact.phone_number:
+        return str(ticket.contact.phone_number)
+    contact = await session.get(Contact, ticket.contact_id)
+    return str(contact.platform_user_id or "") if contact is not None else ""
 
 
 # --- replies --------------------------------------------------------------------------------
@@ -365,7 +369,7 @@ async def send_message(
             resources.settings.send_max_wait_seconds,
         ),
     ) as platform:
-        to = reply_address(ticket.contact)
+        to = await reply_address(session, ticket)
         try:
             if template is None:
                 sent = await platform.send_text(channel.phone_number_id, to, text or "")
