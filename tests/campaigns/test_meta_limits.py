@@ -4,7 +4,6 @@ posts on both databases."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,17 +21,10 @@ from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
-from tests.campaigns.conftest import (
-    CAMPAIGNS,
-    Jobs,
-    campaign_body,
-    create_contact,
-    simulated_campaign_body,
-)
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend, graphql, make_settings
+from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
+from tests.conftest import Tenant, graphql, make_settings
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import WABA
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
 HOOK = "/webhooks/whatsapp"
 CHANNEL_NUMBER = "+14155550142"
@@ -376,83 +368,3 @@ async def test_pricing_is_stored_and_cost_shown(
     }
     other = await client.get(f"{CAMPAIGNS}/{campaign_id}/cost", headers=globex.headers)
     assert other.status_code == 404
-
-
-# --- through the real job engine (StubBroker on both databases, RedisBroker) -------------
-
-
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "meta_limits")
-
-
-@pytest.fixture
-async def engine(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    async with running_engine(
-        url,
-        tmp_path,
-        redis_url=redis_url,
-        campaign_deferral_seconds=1.0,
-        campaign_deferral_max_retries=2,
-    ) as running:
-        yield running
-
-
-async def test_deferred_recipient_is_sent_again_by_the_worker(engine: Engine) -> None:
-    client = engine.client
-    phone = "+14155550300"
-    tenant = await engine.tenants.organization()
-    body = await simulated_campaign_body(client, tenant, [phone], "Deferred", eventually)
-    created = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
-    campaign_id = created.json()["id"]
-    await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=tenant.headers)
-
-    async def recipient() -> CampaignRecipient:
-        async with engine.sessionmaker() as session:
-            found = await session.scalar(
-                select(CampaignRecipient).where(CampaignRecipient.campaign_id == campaign_id)
-            )
-            assert found is not None
-            return found
-
-    async def first_sent() -> bool:
-        return (await recipient()).platform_message_id is not None
-
-    await eventually(first_sent, 20.0)
-    first = (await recipient()).platform_message_id
-    assert first is not None
-    channel = (await client.get("/api/v1/channels", headers=tenant.headers)).json()["data"][0]
-    held = payloads.message_status(
-        WABA, channel["phone_number_id"], CHANNEL_NUMBER, first, phone, "failed", errors=LIMITED
-    )
-    raw = orjson.dumps(held)
-    response = await client.post(
-        HOOK,
-        content=raw,
-        headers={
-            "Content-Type": "application/json",
-            payloads.SIGNATURE_HEADER: payloads.sign(
-                engine.settings.whatsapp_app_secret_value(), raw
-            ),
-        },
-    )
-    assert response.status_code == 200
-
-    async def sent_again() -> bool:
-        row = await recipient()
-        return row.deferrals == 1 and row.platform_message_id not in (None, first)
-
-    await eventually(sent_again, 20.0)
-
-    async def completed() -> bool:
-        found = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)).json()
-        return (found["status"], found["deferred_count"], found["failed_count"]) == (
-            "completed",
-            0,
-            0,
-        )
-
-    await eventually(completed, 20.0)
