@@ -15,6 +15,8 @@ DEV_LOCK := requirements-dev.lock
 # a stamp older than its lock (or pyproject.toml) installs again.
 SERVE_STAMP := $(VENV)/.serving
 STAMP := $(VENV)/.installed
+# pytest-xdist workers for `make test` (auto: one per core; 0 runs in one process).
+TEST_WORKERS ?= auto
 # uv creates the venv, installs the locks and writes them: it lives in a venv of its own,
 # never in the project's (pip with the same locks gives the same packages, only slower:
 # docker/Dockerfile uses pip).
@@ -66,7 +68,7 @@ test: $(STAMP)
 	$(BIN)/switchboard export-schema --output $(VENV)/schema.check.graphql >/dev/null
 	@cmp -s schema.graphql $(VENV)/schema.check.graphql || \
 		(echo "schema.graphql is stale: run 'make schema' and commit it" && exit 1)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

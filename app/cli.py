@@ -155,7 +155,7 @@ def cmd_voice(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_orgs_create(settings: Settings, args: argparse.Namespace) -> int:
-    from app.auth.scopes import Scope
+    from app.access.scopes import Scope
     from app.auth.service import create_api_key
     from app.organizations.service import create_organization
 

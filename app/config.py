@@ -179,6 +179,10 @@ class Settings(BaseSettings):
     # it and their signatures are checked against it (behind a proxy the request URL differs).
     telephony_public_url: str | None = None
     telephony_timeout_seconds: float = Field(default=10.0, gt=0)
+    # No carrier request places an outbound call this long after it was dispatched; a call
+    # the carrier has not confirmed by then (plus two request timeouts) is ended `failed`
+    # by the placement sweep (app/calls/placement.py).
+    telephony_placement_deadline_seconds: float = Field(default=120.0, gt=0)
     # A simulated custom-tool or LLM request of an agent call gives up after this long.
     agent_tool_timeout_seconds: float = Field(default=5.0, gt=0)
     # The conversation engine (app/engine/): every turn of every agent, whatever the channel.
@@ -247,6 +251,8 @@ class Settings(BaseSettings):
         ),
     )
     knowledge_max_upload_bytes: int = Field(default=25 * 1024 * 1024, ge=1)
+    # The largest contact import CSV (docs/api.md, "Contacts in and out").
+    contact_import_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     knowledge_upload_rate_limit: str = "30/m"  # per organization
     knowledge_max_documents: int = Field(default=1000, ge=1)
     knowledge_max_pages: int = Field(default=2000, ge=1)
@@ -295,7 +301,7 @@ class Settings(BaseSettings):
     @field_validator("message_rate_card")
     @classmethod
     def _valid_rate_card(cls, value: str | None) -> str | None:
-        from app.campaigns.costs import parse_rate_card  # the card's one reader
+        from app.kit.rate_card import parse_rate_card  # the card's one reader
 
         parse_rate_card(value)
         return value

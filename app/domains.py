@@ -26,4 +26,6 @@ DOMAINS: tuple[str, ...] = (
     "app.campaigns",
     "app.provider_credentials",
     "app.agent_tests",
+    "app.consent",
+    "app.contact_imports",
 )

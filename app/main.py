@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 import structlog
-from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -21,6 +20,7 @@ from app.cors import ApiCORS
 from app.graphql import view as graphql_view
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
+from app.health import healthz, readyz
 from app.idempotency.repository import purge_expired
 from app.kit.body import PLATFORM_CALLBACK_MAX_BYTES, BodyLimit, BodyLimitMiddleware, BodyTooLarge
 from app.kit.collector import tune_for_serving
@@ -68,32 +68,6 @@ HOME_PAGE = """<!doctype html>
 async def home(_request: Request) -> Response:
     """Where a browser pointed at the service lands: links to the API's own pages."""
     return HTMLResponse(HOME_PAGE)
-
-
-async def healthz(_request: Request) -> Response:
-    return json_response({"status": "ok"})
-
-
-async def readyz(request: Request) -> Response:
-    """200 only when the database (and Redis, where configured) answer."""
-    resources: Resources = request.app.state.resources
-    checks: dict[str, str] = {}
-    try:
-        async with resources.session(writes=False) as session:
-            await session.execute(text("SELECT 1"))
-        checks["database"] = "ok"
-    except Exception as exc:
-        checks["database"] = f"error: {type(exc).__name__}"
-    if resources.redis is not None:
-        try:
-            await resources.redis.ping()
-            checks["redis"] = "ok"
-        except Exception as exc:
-            checks["redis"] = f"error: {type(exc).__name__}"
-    ready = all(value == "ok" for value in checks.values())
-    return json_response(
-        {"status": "ok" if ready else "unavailable", "checks": checks}, 200 if ready else 503
-    )
 
 
 async def http_error(_request: Request, exc: Exception) -> Response:

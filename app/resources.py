@@ -10,14 +10,13 @@ from types import TracebackType
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.auth.cache import CredentialCache, RevocationListener
-from app.auth.failures import FailedAuthentications
-from app.channels.governor import LocalSendGovernor, SendGovernor, build_send_governor
+from app.access.cache import CredentialCache, RevocationListener
+from app.access.failures import FailedAuthentications
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.prepared import ON_DRIVER, READ_POOL
 from app.db.runner import DriverPool, driver_dsn
-from app.events.stream import (
+from app.kit.event_stream import (
     LOCAL_EVENT_STREAM,
     EventStream,
     RedisEventStream,
@@ -25,6 +24,7 @@ from app.events.stream import (
 )
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
+from app.kit.send_governor import LocalSendGovernor, SendGovernor, build_send_governor
 
 
 @dataclass
@@ -41,18 +41,18 @@ class Resources:
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     # Driver connections for prepared reads of read-only requests on PostgreSQL (`start`).
     read_pool: DriverPool | None = None
-    # API key lookups kept per process while revocations can reach it (app/auth/cache.py).
+    # API key lookups kept per process while revocations can reach it (app/access/cache.py).
     credential_cache: CredentialCache | None = None
     revocation_listener: RevocationListener | None = None
-    # Live events for GraphQL subscriptions (app/events/stream.py), and how many of them each
+    # Live events for GraphQL subscriptions (app/kit/event_stream.py), and how many of them each
     # organization holds open in this process.
     event_stream: EventStream = LOCAL_EVENT_STREAM
     subscriptions: SubscriptionQuota = field(init=False)
-    # Paces every send of a channel, one budget across processes (app/channels/governor.py).
+    # Paces every send of a channel, one budget across processes (app/kit/send_governor.py).
     send_governor: SendGovernor = field(default_factory=LocalSendGovernor)
     # The subscriptions' pub/sub client: no read timeout (app/kit/redis_clients.py).
     listening_redis: Redis | None = None
-    # Client addresses refused for failing credential checks (app/auth/failures.py).
+    # Client addresses refused for failing credential checks (app/access/failures.py).
     failed_authentications: FailedAuthentications = field(default_factory=FailedAuthentications)
     # Read sessions left untouched by their request (everything went through the read pool),
     # handed to the next read instead of building a new one (_ReadSession).

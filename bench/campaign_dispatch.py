@@ -46,8 +46,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_DIR))
 
-from app.auth.scopes import Scope  # noqa: E402
-from app.auth.subject import PrincipalType, Subject  # noqa: E402
+from app.access.scopes import Scope  # noqa: E402
+from app.access.subject import PrincipalType, Subject  # noqa: E402
 from app.campaigns import service as campaigns  # noqa: E402
 from app.campaigns.models import Campaign  # noqa: E402
 from app.campaigns.schemas import CampaignCreate  # noqa: E402

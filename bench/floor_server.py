@@ -4,7 +4,7 @@ Run by ``bench/api_throughput.py`` as
 ``uvicorn --app-dir bench floor_server:app --workers 1 --no-access-log``.
 Configuration comes from the environment:
 
-* ``BENCH_DSN``: a plain ``postgresql://`` URL of the seeded database.
+* ``BENCH_DSN``: a plain ``postgresql://`` URL of a seeded database.
 * ``BENCH_ORG_ID``: the organization whose contacts are listed.
 """
 

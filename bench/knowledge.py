@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from knowledge_common import BenchApp, bench_app, fresh
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.clock import utcnow
 from app.knowledge import service
 from app.knowledge.embeddings import Matrix, pack
@@ -183,7 +183,7 @@ _NONE: Any = None
 
 
 def _principal_type() -> Any:
-    from app.auth.subject import PrincipalType
+    from app.access.subject import PrincipalType
 
     return next(iter(PrincipalType))
 

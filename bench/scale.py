@@ -447,7 +447,7 @@ def main() -> int:
     print(f"\nseeding {summary['contacts']:,} contacts (one INSERT … SELECT each):")
     print(f"  without counting (rolled back): {summary['insert_without_counting_s']} s")
     print(f"  with counting (rolled back):    {summary['insert_with_counting_s']} s")
-    print(f"  the seed itself, counted:       {summary['seed_insert_s']:8.2f} s")
+    print(f"  seeding itself, counted:        {summary['seed_insert_s']:8.2f} s")
     print(f"  GIN indexes rebuilt:            {summary['gin_indexes_s']:8.2f} s")
     print(f"  VACUUM ANALYZE:                 {summary['vacuum_analyze_s']:8.2f} s")
     print(

@@ -30,8 +30,8 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.contacts import service
 from app.contacts.models import Contact
 from app.db.engine import create_engine, create_sessionmaker

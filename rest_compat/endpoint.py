@@ -17,14 +17,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.auth.gate import (
+from app.access.gate import (
     authenticate,
     check_organization_header,
     client_address,
     record_key_use,
 )
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.config import Settings
 from app.idempotency import service as idempotency
 from app.kit.body import (
@@ -173,7 +173,7 @@ class Operation:
     upload_limit: Callable[[Settings], int] | None = None
     # Media types of a binary success body (downloads); empty: JSON.
     binary_response: tuple[str, ...] = field(default=())
-    # The `organization_id` header must be sent (the seed's ticket creation), not only match.
+    # The `organization_id` header must be sent (ticket creation, docs/api.md), not only match.
     requires_organization_header: bool = False
 
     @property

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import Response
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.http_errors import json_response
 from app.kit.pagination import CursorPage, CursorParams, envelope_c
 from app.kit.queries import CursorQuery

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,11 @@ class Page:
 
 
 @contextlib.asynccontextmanager
-async def browser_page(width: int = 1366, height: int = 900) -> AsyncIterator[Page]:
-    """A fresh headless Chromium (own profile) and one tab in it."""
+async def browser_page(
+    width: int = 1366, height: int = 900, extra_args: Sequence[str] = ()
+) -> AsyncIterator[Page]:
+    """A fresh headless Chromium (own profile) and one tab in it; `extra_args` are more
+    command-line switches (a fake microphone, say)."""
     profile = tempfile.mkdtemp(prefix="sb-chromium-")
     process = await asyncio.create_subprocess_exec(
         chromium_path(),
@@ -131,6 +134,7 @@ async def browser_page(width: int = 1366, height: int = 900) -> AsyncIterator[Pa
         f"--window-size={width},{height}",
         f"--user-data-dir={profile}",
         "--remote-debugging-port=0",
+        *extra_args,
         "about:blank",
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

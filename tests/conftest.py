@@ -10,11 +10,12 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -33,6 +34,24 @@ from app.resources import Resources
 from tests.integrations.whatsapp.fake_graph import FakeGraph, running_fake_graph
 
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES") == "1"
+
+
+def _worker_redis_url(url: str, worker: str) -> str:
+    """Under pytest-xdist each worker flushes a Redis database of its own: worker gwN takes
+    TEST_REDIS_URL's database number minus N (15, 14, ... in CI)."""
+    index = int(worker.removeprefix("gw"))
+    parsed = urlsplit(url)
+    base = int(parsed.path.strip("/") or 0)
+    if base - index < 1:
+        raise RuntimeError(f"TEST_REDIS_URL's database {base} leaves none for worker {worker}")
+    return urlunsplit(parsed._replace(path=f"/{base - index}"))
+
+
+# Set before any test reads it, so fixtures, subprocesses and workers all see the worker's own.
+if os.environ.get("TEST_REDIS_URL") and os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["TEST_REDIS_URL"] = _worker_redis_url(
+        os.environ["TEST_REDIS_URL"], os.environ["PYTEST_XDIST_WORKER"]
+    )
 PG_ADMIN_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
@@ -134,13 +153,35 @@ def engine_backend(
         redis.Redis.from_url(redis_url).flushdb()
 
 
+class _MigratedDatabases(dict[str, str]):
+    """Backend → URL of its migrated database, made on first use; dropped with the stack."""
+
+    def __init__(self, stack: ExitStack, tmp_path_factory: pytest.TempPathFactory) -> None:
+        super().__init__()
+        self._stack = stack
+        self._tmp_path_factory = tmp_path_factory
+
+    def __missing__(self, backend: str) -> str:
+        directory = self._tmp_path_factory.mktemp("db")
+        url = self[backend] = self._stack.enter_context(fresh_database(backend, directory))
+        return url
+
+
+@pytest.fixture(scope="session")
+def migrated_databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One migrated database per backend for the whole session.
+
+    Kept apart from the parametrised `database_url`: pytest tears a session fixture down
+    whenever its parameter changes, and under pytest-xdist a worker alternates backends
+    module by module; this way each backend is migrated once per worker."""
+    with ExitStack() as stack:
+        yield _MigratedDatabases(stack, tmp_path_factory)
+
+
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
-def database_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def database_url(request: pytest.FixtureRequest, migrated_databases: dict[str, str]) -> str:
     """A freshly migrated database of each backend, for the whole session."""
-    with fresh_database(request.param, tmp_path_factory.mktemp("db")) as url:
-        yield url
+    return migrated_databases[request.param]
 
 
 @pytest.fixture(scope="session")
@@ -351,3 +392,24 @@ def sql_counter(connection: AsyncConnection) -> Iterator[StatementCounter]:
     event.listen(connection.sync_connection, "before_cursor_execute", counter)
     yield counter
     event.remove(connection.sync_connection, "before_cursor_execute", counter)
+
+
+# The modules that run longest (servers and worker processes in subprocesses, the fuzzer),
+# first: under pytest-xdist (`make test`) they then start at once on their own workers
+# instead of ending the run alone.
+_LONGEST_FIRST = ("tests/test_openapi_fuzz.py", "tests/test_cli.py", "tests/voice/")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (
+                index
+                for index, prefix in enumerate(_LONGEST_FIRST)
+                if item.nodeid.startswith(prefix)
+            ),
+            len(_LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)

@@ -1,4 +1,4 @@
-"""The `switchboard` console script, run for real in subprocesses (CONTRACT §1).
+"""The `switchboard` console script, run for real in subprocesses (docs/operations.md).
 
 Each workspace is a temp working dir with its own database and no SWITCHBOARD_SECRET_KEY, so
 the CLI generates ./var/secret.key. The end-to-end test starts `switchboard serve` on a free

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.applications import Starlette
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.contacts.models import Contact
 from app.events.models import Event
 from app.kit.body import BodyTooLarge, read_body

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
 from app.db.migrate import unmanaged_tables, upgrade
-from app.db.models import Base
+from app.tables import Base
 from tests.conftest import fresh_database
 
 

@@ -80,13 +80,15 @@ SUCCESS_NEEDS_STATE = frozenset(
         "POST /api/v1/knowledge-base/upload",
         # Two path ids that must name a run of that agent; one generated id fills both.
         "GET /api/v1/agents/{agent_id}/tests/{test_id}",
+        # A finished call with a transcript whose agent defines analysis settings.
+        "POST /api/v1/call-logs/{call_log_id}/analyze",
     }
 )
 EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode
 EXAMPLES_WITHOUT_SCOPE = 10  # per operation
 EXAMPLES_WITHOUT_CREDENTIALS = 10  # per operation
 EXAMPLES_WITHOUT_OPTIONAL_HEADERS = 5  # per operation
-# Writes last, deletes at the very end, so reads and updates meet the seeded rows.
+# Writes last, deletes at the very end, so reads and updates meet the rows seeded first.
 METHOD_ORDER = {"GET": 0, "POST": 1, "PUT": 2, "PATCH": 3, "DELETE": 4}
 
 
@@ -477,7 +479,7 @@ def target(
         with httpx.Client(base_url=base_url, headers=_bearer(keys["full_access"])) as http:
             tickets = http.get("/api/v1/inbox/tickets", params={"limit": 100}).json()["data"]
         target.conversation_ticket_ids = [t["id"] for t in tickets if t["chat_phone_number_id"]]
-        # On an agent of their own: the fuzzer deletes the seeded agents (and so, by cascade,
+        # On an agent of their own: the fuzzer deletes the agents seeded first (and so, by cascade,
         # their numbers) before it reaches DELETE /phone-numbers/{id}.
         target.phone_number_ids = _seed_phone_numbers(
             base_url, keys["full_access"], _seed_agents(base_url, keys["full_access"], 1), 5
@@ -1025,7 +1027,7 @@ def test_nul_character_is_refused_not_a_500(
         base_url=target.base_url, headers=_bearer(target.full_access_key), timeout=10
     ) as http:
         url = path
-        if "{contact_id}" in path:  # a fresh one: the fuzzer may have deleted the seeded ones
+        if "{contact_id}" in path:  # a fresh one: the fuzzer may have deleted those seeded first
             fresh = http.post(CONTACTS, json={"phone_number": "+14155550998", "name": "Fresh"})
             assert fresh.status_code == 200, fresh.text
             url = path.replace("{contact_id}", fresh.json()["id"])

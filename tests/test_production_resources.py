@@ -2,7 +2,7 @@
 
 Most tests run inside one rolled-back transaction, which rules out what only a real
 deployment has: prepared reads on a driver pool for read-only requests (app/db/prepared.py) and API
-key lookups cached per process with revocation by LISTEN/NOTIFY (app/auth/cache.py). Here the
+key lookups cached per process with revocation by LISTEN/NOTIFY (app/access/cache.py). Here the
 app owns its resources on a fresh, committed database, with prepared statements on the driver
 (SWITCHBOARD_PREPARED_ON_DRIVER, whatever the environment says), except where a test compares
 that path with SQLAlchemy's.

@@ -317,7 +317,8 @@ async def test_request_id_on_authenticated_and_error_responses(
 
 
 @pytest.mark.parametrize(
-    "incoming", ["req-123", "a1b2c3d4:trace.span_9", "x" * 128, str(uuid.uuid4())]
+    "incoming",
+    ["req-123", "a1b2c3d4:trace.span_9", "x" * 128, "3f2b8c1e-6a4d-4e2f-9b7a-0c5d1e8f2a64"],
 )
 async def test_valid_incoming_request_id_is_echoed(
     client: httpx.AsyncClient, acme: Tenant, incoming: str
@@ -413,7 +414,7 @@ def _refs(node: Any) -> Iterator[str]:
 async def test_openapi_says_which_operations_need_the_organization_header(
     openapi: dict[str, Any],
 ) -> None:
-    """Ticket creation refuses a request without `organization_id` (the seed's rule), so the
+    """Ticket creation refuses a request without `organization_id` (a rule of docs/api.md), so the
     document makes it required there; everywhere else it is optional (checked when sent)."""
     required = {
         f"{method.upper()} {path}"

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.calls.models import AgentPhoneNumber
 from app.calls.schemas import CallLogRecord
 from app.calls.service import record_call_log
@@ -28,12 +28,12 @@ from app.channels import service as channels
 from app.channels.schemas import ChannelCreate
 from app.config import Settings
 from app.conversations.service import receive_message
-from app.db.models import Base
 from app.events.models import Event
 from app.inbox.models import Ticket
 from app.kit.clock import utcnow
 from app.kit.domains import collect
 from app.kit.repository import OrgScopedRepository
+from app.tables import Base
 from app.templates.models import MessageTemplate
 from app.webhooks.delivery import new_delivery_id
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription

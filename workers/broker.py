@@ -15,7 +15,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import AsyncIO, CurrentMessage
 
-import app.db.models  # noqa: F401  (every table is known, so foreign keys resolve)
+import app.tables  # noqa: F401  (every table is known, so foreign keys resolve)
 from app.config import Settings
 from app.kit import outbox
 from workers.jobs import collect_tasks, declare_actors

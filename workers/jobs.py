@@ -10,8 +10,8 @@ from typing import Any
 import dramatiq
 
 from app.domains import DOMAINS
+from app.jobs import Task
 from app.kit.domains import collect
-from app.kit.jobs import Task
 from workers.runtime import JobRuntime, run_job
 
 

@@ -1,6 +1,6 @@
 """What every worker process holds while it runs jobs, and the one way a job runs.
 
-`JobRuntime` is Dramatiq middleware and implements app/kit/jobs.py's `JobRuntime` for the
+`JobRuntime` is Dramatiq middleware and implements app/jobs.py's `JobRuntime` for the
 bodies of every domain's tasks: as the worker boots (once the AsyncIO middleware has started
 its event loop thread, before any worker thread takes a message) it opens the database engine
 on that loop and starts the outbox sweep; it closes them once the worker threads have stopped.
@@ -28,9 +28,9 @@ from dramatiq.middleware import Middleware
 
 from app.config import Settings
 from app.db.runner import DriverPool, SessionRunner, StatementRunner
+from app.jobs import JobBody, JobContext, Task
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.jobs import JobBody, JobContext, Task
 from app.resources import Resources
 from workers import metrics
 

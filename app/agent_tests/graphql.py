@@ -8,9 +8,9 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from app.access.scopes import Scope
 from app.agent_tests import service
 from app.agent_tests.schemas import AgentTestCreate, run_to_public
-from app.auth.scopes import Scope
 from app.engine.limits import ConversationLimits
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from app.access.scopes import Scope
 from app.agent_tests import service
 from app.agent_tests.schemas import AgentTestCreate, AgentTestRunResponse, run_to_public
-from app.auth.scopes import Scope
 from app.engine.limits import ConversationLimits
 from app.kit.pagination import envelope_c
 from app.kit.queries import CursorQuery

@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agent_tests.models import AgentTestRun
 from app.agent_tests.repository import AgentTestRunRepository
 from app.agent_tests.schemas import QUEUED, AgentTestCreate
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.service import INVALID_ID_MESSAGE
-from app.auth.subject import Subject
 from app.engine.limits import ConversationLimitReached, ConversationLimits
 from app.kit import outbox
 from app.kit.errors import InvalidInput, NotFound

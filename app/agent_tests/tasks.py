@@ -20,8 +20,8 @@ from app.agents.models import Agent
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import AgentProfile, Message, Usage
+from app.jobs import JobContext, Task
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext, Task
 
 logger = structlog.get_logger("switchboard.agent_tests")
 

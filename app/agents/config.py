@@ -1,6 +1,6 @@
 """`agent_config`: how a voice agent talks, thinks and acts, validated with its defaults.
 
-The spec names the fields and says which have defaults, but leaves the provider values and the
+The API names the fields and says which have defaults, but leaves the provider values and the
 tool item shapes open; the choices below are documented in docs/api.md ("Agents"). A stored
 config is always the normalized form (`model_dump(mode="json")` of `AgentConfig`), defaults
 filled in, so reads never re-apply defaults and a full update replaces it whole.
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.agents.analysis_schema import MAX_CRITERIA_LENGTH, check_analysis_schema
 from app.kit.errors import InvalidInput
 from app.kit.jsonutil import dumps
 from app.kit.phone import to_e164
@@ -201,6 +202,20 @@ class AgentConfig(_Input):
     booking_config: BookingConfig = Field(default_factory=BookingConfig)
     custom_tools: list[CustomTool] = Field(default_factory=list, max_length=MAX_CUSTOM_TOOLS)
     mcp_tools: list[McpTool] = Field(default_factory=list, max_length=MAX_MCP_TOOLS)
+    # Call analysis (docs/api.md, "Call analysis"): what to extract from each finished call,
+    # and what makes a call a success.
+    analysis_schema: JsonObject | None = Field(
+        default=None,
+        description="A JSON Schema (draft 2020-12) of an object: the structured data "
+        "extracted from each finished call into its call log's `analysis.data`",
+    )
+    success_criteria: str | None = Field(
+        default=None,
+        max_length=MAX_CRITERIA_LENGTH,
+        pattern=NOT_BLANK_PATTERN,
+        description="What makes a call a success, in words; judged after each call "
+        "(`analysis.success`)",
+    )
 
     _llm_base_url = field_validator("llm_base_url")(
         lambda value: None if value is None else _check_url(value)
@@ -215,6 +230,11 @@ class AgentConfig(_Input):
             return to_e164(value, "transfer_phone_number")
         except InvalidInput as exc:
             raise ValueError(exc.message) from exc
+
+    @field_validator("analysis_schema")
+    @classmethod
+    def _analysis_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_analysis_schema(value)
 
     @field_validator("custom_tools")
     @classmethod

@@ -13,9 +13,9 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
+from app.access.scopes import Scope
 from app.agents import service
 from app.agents.schemas import AgentCreate, AgentUpdate, agent_to_list_item
-from app.auth.scopes import Scope
 from app.graphql.pagination import Connection
 from app.graphql.resource import DomainMutations, list_field, node_field
 from app.kit.errors import InvalidInput, NotFound

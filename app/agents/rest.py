@@ -1,4 +1,4 @@
-"""/api/v1/agents: routes → agents service → the spec's JSON shapes.
+"""/api/v1/agents: routes → agents service → the JSON shapes of docs/api.md.
 
 Agents answer errors as `{"error": <status>, "message": ...}` (ErrorStyle.AGENT), validation
 failures included (400, not 422).
@@ -6,6 +6,7 @@ failures included (400, not 422).
 
 from __future__ import annotations
 
+from app.access.scopes import Scope
 from app.agents import service
 from app.agents.schemas import (
     AgentCreate,
@@ -17,7 +18,6 @@ from app.agents.schemas import (
     agent_to_list_item,
     agent_to_public,
 )
-from app.auth.scopes import Scope
 from app.kit.queries import CursorQuery
 from rest_compat.endpoint import ErrorStyle, Operation
 from rest_compat.resource import (

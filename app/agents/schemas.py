@@ -1,8 +1,8 @@
-"""Agent inputs shared by REST and GraphQL, and the spec's three public shapes.
+"""Agent inputs shared by REST and GraphQL, and the three public shapes of docs/api.md.
 
-The spec gives an agent two shapes: create/update answer the "create shape" (`is_active` as
+An agent has two shapes: create/update answer the "create shape" (`is_active` as
 the string `active`/`inactive`), get answers the "get-agent shape" (`status`, `description`,
-`configuration`, `tasks`); the list (CONTRACT §3) uses the get-agent shape plus `agent_type`,
+`configuration`, `tasks`); the list (docs/api.md) uses the get-agent shape plus `agent_type`,
 `timezone` and `is_active`.
 """
 

@@ -1,8 +1,8 @@
 """Agent operations: the resolvers REST and GraphQL both call.
 
 An agent id must have the form of a UUID (any form `uuid.UUID` reads: upper case, without
-hyphens, in braces); anything else is refused with 400 before any lookup, as the spec asks for
-agents. Agents emit no webhook events (CONTRACT §4: the ai.* events come from agent calls).
+hyphens, in braces); anything else is refused with 400 before any lookup, as docs/api.md says for
+agents. Agents emit no webhook events (docs/api.md: the ai.* events come from agent calls).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.config import AgentConfig
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE, AgentCreate, AgentUpdate
-from app.auth.subject import Subject
 from app.kit.errors import InvalidInput
 from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams

@@ -9,8 +9,8 @@ import strawberry
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
+from app.access.scopes import Scope
 from app.auth import service as auth_service
-from app.auth.scopes import Scope
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import PageInfo, cursor_params, page_info

@@ -6,8 +6,6 @@ goes through `load_recent_calls`, which batches every contact of a response into
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncGenerator
 from datetime import datetime
 from typing import Any, cast
@@ -18,33 +16,41 @@ from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from app.access.scopes import Scope
 from app.agents.graphql import Agent, as_agent
 from app.agents.repository import AgentRepository
-from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony
+from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     DEFAULT_PAGE_SIZE,
     CallDispatch,
     CallLogListQuery,
     PhoneNumberAssign,
+    WebCallStart,
     call_log_to_public,
 )
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
+from app.graphql.socket import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 from app.integrations.telephony.base import END_STATUSES
 from app.kit.errors import (
     Conflict,
     DomainError,
     InvalidInput,
+    InvalidState,
     LiveModeForbidden,
     NotFound,
     RequestValidationFailed,
 )
+from app.kit.event_stream import PendingRead
 from app.kit.jsonutil import dumps, loads
 from app.kit.validation import parse_model
 
@@ -123,6 +129,11 @@ class CallLog:
     )
     answered_by: str | None = strawberry.field(
         description="The carrier's answering-machine verdict on an outbound live call"
+    )
+    analysis: JSON | None = strawberry.field(
+        description="The post-call analysis, as REST's `analysis`: {status, data, success, "
+        "criteria, reason, extractor, model, unfilled, error, requested_at, analyzed_at}; "
+        "null when the agent asks for none"
     )
     livemode: bool
     created_at: datetime
@@ -260,7 +271,35 @@ class DispatchCallInput:
 CALLS = DomainMutations(
     "Call",
     scope=Scope.CALLS_DISPATCH,
-    errors=(InvalidInput, NotFound),
+    errors=(InvalidInput, NotFound, telephony.ContactRefusesCalls),
+    node=CallLog,
+    as_node=as_call_log,
+    node_field="call_log",
+)
+
+
+@strawberry.input(description="POST /api/v1/calls/web: a browser session with an agent.")
+class StartWebCallInput:
+    agent_id: strawberry.ID
+
+
+@strawberry.type(description="Where a browser streams its microphone to talk to the agent.")
+class WebCall:
+    call_log_id: strawberry.ID
+    url: str = strawberry.field(description="The session's websocket URL (ws:// or wss://)")
+    token: str = strawberry.field(description="Opens the stream once, until expiresAt")
+    expires_at: datetime
+
+
+START_WEB_CALL_PAYLOAD = CALLS.payload_type(
+    "StartWebCallPayload", {"web_call": WebCall}, "The browser session, or why it was refused."
+)
+
+
+CALL_ANALYSIS = DomainMutations(
+    "CallAnalysis",
+    scope=Scope.CALLS_READ,
+    errors=(InvalidState, NotFound, LiveModeForbidden),
     node=CallLog,
     as_node=as_call_log,
     node_field="call_log",
@@ -310,6 +349,17 @@ class Mutation:
 
     unassign_phone_number = PHONE_NUMBERS.delete_field(numbers.unassign_phone_number)
 
+    @CALL_ANALYSIS.mutation(
+        description="POST /api/v1/call-logs/{id}/analyze: run the call's analysis again; "
+        "the call log comes back with `analysis.status` `pending`."
+    )
+    async def analyze_call_log(self, info: Info[Context, None], id: strawberry.ID) -> Payload:
+        return await CALL_ANALYSIS.perform(
+            info,
+            lambda session, subject: analysis.request_analysis(session, subject, id),
+            CALL_ANALYSIS.node_answer,
+        )
+
     @CALLS.mutation(
         description="Log an outbound call (in-progress) and place it: test keys on the "
         "simulator, live keys with the carrier."
@@ -325,8 +375,43 @@ class Mutation:
             ),
         )
 
+    @CALLS.mutation(
+        payload=START_WEB_CALL_PAYLOAD,
+        description="Start a browser session with an agent (an inbound call log): the "
+        "browser streams its microphone to `url` with the single-use `token`.",
+    )
+    async def start_web_call(self, info: Info[Context, None], input: StartWebCallInput) -> Payload:
+        settings = info.context.resources.settings
+        public_url = web.public_base_url(info.context.request, settings)
 
-# A call's events on the organization's stream (app/events/stream.py).
+        def answer(started: web.WebCall) -> dict[str, Any]:
+            return {
+                "web_call": WebCall(
+                    call_log_id=strawberry.ID(started.call_log.id),
+                    url=started.url,
+                    token=started.token,
+                    expires_at=started.expires_at,
+                )
+            }
+
+        return await CALLS.save(
+            info,
+            WebCallStart,
+            input,
+            lambda session, subject, data: web.start_web_call(
+                session,
+                subject,
+                data,
+                public_url=public_url,
+                max_calls=settings.voice_max_concurrent_calls,
+                token_seconds=settings.voice_stream_token_seconds,
+            ),
+            answer=answer,
+            payload=START_WEB_CALL_PAYLOAD,
+        )
+
+
+# A call's events on the organization's stream (app/kit/event_stream.py).
 CALL_EVENT_TYPES = frozenset(
     {"call.started", "ai.reply.generated", "ai.tool.executed", "agent.handoff", "call.completed"}
 )
@@ -358,10 +443,15 @@ async def _snapshot(context: SocketContext, call_log_id: str) -> CallProgress:
     return CallProgress(type="snapshot", status=row.status, data=data)
 
 
-async def _progress(
-    context: SocketContext,
-    stream: LiveEvents,
-    first: CallProgress,
+def _progress(
+    context: SocketContext, stream: LiveEvents, first: CallProgress
+) -> AsyncGenerator[CallProgress, None]:
+    organization_id = context.require_subject().organization_id
+    return follow_live(stream, _steps(context, stream, first), organization_id)
+
+
+async def _steps(
+    context: SocketContext, stream: LiveEvents, first: CallProgress
 ) -> AsyncGenerator[CallProgress, None]:
     """`first`, then the call's events from `stream` (subscribed before `first` was read, so
     no step in between is lost), until it ends. While the stream is silent the call is read
@@ -370,24 +460,19 @@ async def _progress(
     # The call's mode, not the credential's: a live key may follow a test-mode call.
     livemode = cast(dict[str, Any], first.data)["livemode"]
     status = first.status
-    waiting: asyncio.Task[dict[str, Any]] | None = None
+    reads = PendingRead(stream)
     try:
         yield first
         if status in END_STATUSES:
             return
         while True:
-            if waiting is None:
-                waiting = asyncio.ensure_future(anext(stream))
-            # Not wait_for: cancelling the read on a timeout would close the stream.
-            done, _ = await asyncio.wait({waiting}, timeout=PROGRESS_RECHECK_SECONDS)
-            if not done:
+            body = await reads.next(PROGRESS_RECHECK_SECONDS)
+            if body is None:
                 snapshot = await _snapshot(context, call_log_id)
                 if snapshot.status in END_STATUSES:
                     yield snapshot
                     return
                 continue
-            body = waiting.result()
-            waiting = None
             data: dict[str, Any] = body.get("data") or {}
             if (
                 body.get("livemode") is not livemode
@@ -402,11 +487,7 @@ async def _progress(
             if body["type"] == "call.completed":
                 return
     finally:
-        if waiting is not None:
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await waiting
-        await stream.aclose()
+        await reads.close()
 
 
 @strawberry.type

@@ -23,6 +23,9 @@ from sqlalchemy.types import TypeDecorator
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
 from app.kit.clock import utcnow
 
+# The `call_id` of a browser session (app/calls/web.py): it has no carrier call.
+BROWSER_CALL_ID_PREFIX = "web_"
+
 
 class Amount(TypeDecorator[float]):
     """A double that reads back as a float everywhere. asyncpg already returns floats, and
@@ -60,6 +63,10 @@ SEARCH_INDEX = Index(
 )
 
 
+# A call still under way that carries its gateway id (`sb_…`): no carrier SID recorded yet.
+UNPLACED_PREDICATE = "status = 'in-progress' AND call_id LIKE 'sb\\_%' ESCAPE '\\'"
+
+
 class CallLog(TimestampMixin, Base):
     __tablename__ = "call_logs"
     __table_args__ = (
@@ -74,6 +81,14 @@ class CallLog(TimestampMixin, Base):
             "media_heartbeat_at",
             postgresql_where=text("media_heartbeat_at IS NOT NULL"),
             sqlite_where=text("media_heartbeat_at IS NOT NULL"),
+        ),
+        # Outbound calls the carrier has not confirmed yet, for the placement sweep
+        # (app/calls/placement.py); the predicate is repeated word for word by its query.
+        Index(
+            "ix_call_logs_unplaced_started_at",
+            "started_at",
+            postgresql_where=text(UNPLACED_PREDICATE),
+            sqlite_where=text(UNPLACED_PREDICATE),
         ),
     )
 
@@ -117,6 +132,13 @@ class CallLog(TimestampMixin, Base):
     stream_token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Refreshed by the process holding the call's media stream; a stale one means it died.
     media_heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # When the carrier was last asked to place the call: set before the request, so a run
+    # after a lost answer looks the call up at the carrier instead of ringing the callee
+    # twice (app/calls/placement.py).
+    placement_attempted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The post-call analysis {status, data, success, criteria, reason, error, extractor,
+    # model, analyzed_at} (app/calls/analysis.py); null when the agent asks for none.
+    analysis: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
 
 
 class AgentPhoneNumber(TimestampMixin, Base):

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.repository import AgentRepository
 from app.agents.service import INVALID_ID_MESSAGE
-from app.auth.subject import Subject
 from app.calls.models import AgentPhoneNumber
 from app.calls.repository import PhoneNumberRepository, assignment_for_number
 from app.calls.schemas import PhoneNumberAssign

@@ -13,13 +13,14 @@ from sqlalchemy import (
     String,
     bindparam,
     func,
+    or_,
     select,
     true,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.calls.models import AgentPhoneNumber, CallLog
+from app.calls.models import BROWSER_CALL_ID_PREFIX, AgentPhoneNumber, CallLog
 from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
@@ -63,6 +64,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
         CallLog.output_tokens,
         CallLog.end_reason,
         CallLog.answered_by,
+        CallLog.analysis,
         CallLog.livemode,
         CallLog.created_at,
         CallLog.updated_at,
@@ -226,9 +228,10 @@ async def assignment_for_number(
 
 
 async def live_calls_under_way(session: AsyncSession, organization_id: str) -> int:
-    """The organization's live calls still under way, counted after taking its row lock
-    (PostgreSQL; SQLite writers are serialized already), so two dispatches of one
-    organization on any replicas count one after the other."""
+    """The organization's calls holding the voice engine: live calls and browser sessions
+    (of either mode) still under way, counted after taking its row lock (PostgreSQL; SQLite
+    writers are serialized already), so two dispatches of one organization on any replicas
+    count one after the other."""
     from app.organizations.models import Organization  # the lock only; no other use
 
     await session.execute(
@@ -236,7 +239,10 @@ async def live_calls_under_way(session: AsyncSession, organization_id: str) -> i
     )
     statement = select(func.count()).where(
         CallLog.organization_id == organization_id,
-        CallLog.livemode == true(),
+        or_(
+            CallLog.livemode == true(),
+            CallLog.call_id.startswith(BROWSER_CALL_ID_PREFIX, autoescape=True),
+        ),
         CallLog.status == "in-progress",
     )
     return int((await session.execute(statement)).scalar_one())

@@ -1,20 +1,25 @@
-"""/api/v1/call-logs: routes → calls service → the spec's JSON shapes (envelope B lists)."""
+"""/api/v1/call-logs: routes → calls service → the JSON shapes of docs/api.md (envelope B lists)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
-from app.calls import numbers, service, telephony
+from app.access.scopes import Scope
+from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     CallDispatch,
     CallLogListQuery,
     CallLogResponse,
     PhoneNumberAssign,
     PhoneNumberResponse,
+    WebCallResponse,
+    WebCallStart,
     call_log_to_public,
     phone_number_to_public,
 )
+from app.kit.clock import isoformat
 from app.kit.errors import NotFound
 from app.kit.http_errors import ErrorStyle, error_response
 from app.kit.pagination import envelope_b, envelope_c
@@ -31,6 +36,13 @@ async def list_call_logs(ctx: RequestContext) -> Response:
 get_call_log = get_handler(service.get_call_log, "call_log_id", call_log_to_public)
 
 
+async def analyze_call_log(ctx: RequestContext) -> Response:
+    call_log = await analysis.request_analysis(
+        ctx.session, ctx.subject, ctx.path_param("call_log_id")
+    )
+    return json_response(call_log_to_public(call_log), status_code=202)
+
+
 async def dispatch_call(ctx: RequestContext) -> Response:
     try:
         call_log = await telephony.dispatch_call(
@@ -45,6 +57,33 @@ async def dispatch_call(ctx: RequestContext) -> Response:
         # An unknown agent (or another organization's) answers as the agents routes do.
         return error_response(exc, ErrorStyle.AGENT)
     return json_response(call_log_to_public(call_log), status_code=201)
+
+
+def web_call_to_public(web_call: web.WebCall) -> dict[str, Any]:
+    return {
+        "call_log_id": web_call.call_log.id,
+        "url": web_call.url,
+        "token": web_call.token,
+        "expires_at": isoformat(web_call.expires_at),
+    }
+
+
+async def start_web_call(ctx: RequestContext) -> Response:
+    settings = ctx.resources.settings
+    try:
+        web_call = await web.start_web_call(
+            ctx.session,
+            ctx.subject,
+            ctx.body(WebCallStart),
+            public_url=web.public_base_url(ctx.request, settings),
+            max_calls=settings.voice_max_concurrent_calls,
+            token_seconds=settings.voice_stream_token_seconds,
+        )
+    except NotFound as exc:
+        if exc.resource != "Agent":
+            raise
+        return error_response(exc, ErrorStyle.AGENT)
+    return json_response(web_call_to_public(web_call), status_code=201)
 
 
 async def assign_phone_number(ctx: RequestContext) -> Response:
@@ -88,6 +127,20 @@ OPERATIONS = (
         error_styles=((404, ErrorStyle.AGENT),),
     ),
     Operation(
+        "POST",
+        "/calls/web",
+        start_web_call,
+        Scope.CALLS_DISPATCH,
+        "Start a browser session with an agent: the browser streams its microphone to `url`"
+        " with the single-use `token` and hears the agent (docs/api.md, Browser sessions)",
+        "calls",
+        status_code=201,
+        request_model=WebCallStart,
+        response_model=WebCallResponse,
+        errors=(400, 404, 422, 429),
+        error_styles=((404, ErrorStyle.AGENT),),
+    ),
+    Operation(
         "GET",
         "/call-logs",
         list_call_logs,
@@ -108,6 +161,18 @@ OPERATIONS = (
         _TAG,
         response_model=CallLogResponse,
         errors=(404,),
+    ),
+    Operation(
+        "POST",
+        "/call-logs/{call_log_id}/analyze",
+        analyze_call_log,
+        Scope.CALLS_READ,
+        "Run the call's analysis again (its agent's analysis_schema and success_criteria);"
+        " answers at once with `analysis.status` `pending`",
+        _TAG,
+        status_code=202,
+        response_model=CallLogResponse,
+        errors=(400, 403, 404),
     ),
     Operation(
         "POST",

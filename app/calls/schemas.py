@@ -20,7 +20,7 @@ CallStatus = Literal["completed", "in-progress", "busy", "failed", "no-answer"]
 Speaker = Literal["agent", "caller"]
 
 DEFAULT_PAGE_SIZE = 20
-# The spec bounds page below only; above, a 32-bit integer (GraphQL's Int) keeps the offset,
+# The API bounds page below only; above, a 32-bit integer (GraphQL's Int) keeps the offset,
 # and the page echoed in the envelope, within what every layer can represent.
 MAX_PAGE = 2**31 - 1
 MAX_SEARCH_LENGTH = 255
@@ -74,6 +74,49 @@ class CallLogRecord(BaseModel):
     cost: float = Field(default=0.0, ge=0, le=999_999)
 
 
+AnalysisStatus = Literal["pending", "completed", "failed"]
+
+
+class CallAnalysisError(BaseModel):
+    code: str = Field(
+        description="`llm_unavailable`, `llm_rejected`, `invalid_output` (the model's data "
+        "does not match the schema), `incomplete` (the offline extractor could not fill "
+        "every required field), `no_transcript`, `agent_gone`"
+    )
+    message: str
+
+
+class CallAnalysis(BaseModel):
+    """A finished call's analysis (docs/api.md, "Call analysis")."""
+
+    status: AnalysisStatus = Field(
+        description="`pending` while the analysis job is queued or running, then `completed` "
+        "or `failed` (see `error`)"
+    )
+    data: dict[str, Any] | None = Field(
+        description="What was extracted, valid against the agent's analysis_schema when "
+        "`status` is `completed`; on `failed`, what could be extracted"
+    )
+    success: bool | None = Field(
+        description="The verdict on the agent's success_criteria; null when the agent has "
+        "none or no model could judge it"
+    )
+    criteria: str | None = Field(description="The success_criteria judged")
+    reason: str | None = Field(description="Why the verdict is what it is")
+    extractor: Literal["llm", "offline"] | None = Field(
+        description="`llm`: the agent's model through a function call; `offline`: the "
+        "deterministic extractor, used when no model is reachable"
+    )
+    model: str | None
+    unfilled: list[str] = Field(
+        default_factory=list,
+        description="Schema properties the offline extractor found nothing for",
+    )
+    error: CallAnalysisError | None = None
+    requested_at: str | None = None
+    analyzed_at: str | None = Field(description="When the current result was written")
+
+
 class CallLogResponse(BaseModel):
     """The REST shape; documents the OpenAPI schema. Runtime uses `call_log_to_public`."""
 
@@ -99,11 +142,17 @@ class CallLogResponse(BaseModel):
         description="Why a live call ended: caller_hung_up, agent_ended, transferred, "
         "voicemail_left, voicemail_hangup, silence_timeout, max_duration, no_speech_to_text, "
         "stt_rejected, stt_unavailable, tts_rejected, tts_unavailable, stream_error, "
-        "process_lost, draining_limit; null while under way and for other calls"
+        "process_lost, draining_limit; placement_unconfirmed, placement_stalled (outbound "
+        "calls the carrier never confirmed, ended by the placement sweep); null while under "
+        "way and for other calls"
     )
     answered_by: str | None = Field(
         description="The carrier's answering-machine verdict on an outbound live call: human, "
         "machine_start, machine_end_beep, machine_end_silence, machine_end_other, fax, unknown"
+    )
+    analysis: CallAnalysis | None = Field(
+        description="The post-call analysis; null when the agent defines neither "
+        "analysis_schema nor success_criteria and none was asked for"
     )
     livemode: bool
     created_at: str
@@ -126,7 +175,7 @@ class CallDispatch(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # A str (not UUID) so a malformed id answers the agents' 400, as docs/api.md says; the
     # document still declares the UUID form.
     agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
     to_number: str = Field(min_length=1, max_length=50)
@@ -168,7 +217,7 @@ class PhoneNumberAssign(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     phone_number: str = Field(min_length=1, max_length=50)
-    # A str (not UUID) so a malformed id answers the agents' 400, as the spec says; the
+    # A str (not UUID) so a malformed id answers the agents' 400, as docs/api.md says; the
     # document still declares the UUID form.
     agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
 
@@ -184,3 +233,21 @@ class PhoneNumberResponse(BaseModel):
 
 
 phone_number_to_public = public_shape(PhoneNumberResponse)
+
+
+class WebCallStart(BaseModel):
+    """POST /api/v1/calls/web and the startWebCall mutation: a browser session with an agent."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # A str (not UUID) so a malformed id answers the agents' 400, as on POST /calls.
+    agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
+
+
+class WebCallResponse(BaseModel):
+    """Where the browser streams its microphone, and the single-use token that opens it."""
+
+    call_log_id: str
+    url: str = Field(description="The session's websocket URL (ws:// or wss://)")
+    token: str = Field(description="Opens the stream once, until expires_at")
+    expires_at: str

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.calls.models import CallLog
 from app.calls.repository import CallLogRepository
 from app.calls.schemas import CallLogListQuery, CallLogRecord

@@ -10,22 +10,24 @@ the call `failed`.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import structlog
 
 from app.agents.models import Agent
-from app.calls import conversation, telephony
+from app.calls import analysis, conversation, placement, telephony
 from app.calls.models import CallLog
+from app.calls.repository import call_log_for_carrier
 from app.config import Settings
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.types import AgentProfile
 from app.integrations.telephony.base import CallPlacement, Carrier, CarrierError
 from app.integrations.telephony.simulator import ANSWERED, SimulatedCarrier, simulated_outcome
 from app.integrations.telephony.twilio import TwilioCarrier
+from app.jobs import JobContext, Task
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import NotFound
-from app.kit.jobs import JobContext, Task
 
 logger = structlog.get_logger("switchboard.calls")
 
@@ -72,6 +74,7 @@ async def _finish_with(job: JobContext, update: telephony.StatusUpdate, livemode
 
 
 async def place_call(job: JobContext) -> datetime | None:
+    """Hand the call to its carrier, at most once toward the callee (app/calls/placement.py)."""
     call_log_id, script = job.args
     loaded = await _load(job, call_log_id)
     if loaded is None:
@@ -89,20 +92,38 @@ async def place_call(job: JobContext) -> datetime | None:
                 job, telephony.StatusUpdate(call_log_id, call_log.call_id, "failed"), True
             )
             return None
+        if call_log.placement_attempted_at is not None:
+            # An earlier run asked the carrier and never learnt the answer.
+            sid = await _earlier_placement(job, live, call_log, settings.telephony_timeout_seconds)
+            if sid is not None:
+                await _record_sid(job, call_log, sid, script)
+                return None
+            logger.info("carrier holds no call of the lost request", call_log_id=call_log_id)
         carrier = live
     public_url = settings.telephony_public_url or ""
     twiml = ""
-    if call_log.livemode:
-        # The answer connects the agent's media stream, on a token stored before placing.
+    if placement.deadline_passed(call_log, settings):
+        # Too late to ring anyone (the job waited, or the carrier was away that long).
         async with job.runtime.resources.session(writes=True) as session:
-            entity = await session.get(CallLog, call_log_id)
-            if entity is None:
+            entity = await call_log_for_carrier(session, call_log_id)
+            if entity is not None and _unplaced(entity):
+                await placement.end_unplaced(session, entity, placement.PLACEMENT_STALLED)
+            await job.settle(session, None)
+            await session.commit()
+        return None
+    if call_log.livemode:
+        async with job.runtime.resources.session(writes=True) as session:
+            entity = await call_log_for_carrier(session, call_log_id)
+            if entity is None or not _unplaced(entity):
                 return None
+            # The answer connects the agent's media stream, on a token stored before placing;
+            # the attempt is committed with it, before the request leaves.
             twiml = telephony.media_stream_answer(
                 entity, public_url, settings.voice_stream_token_seconds
             )
+            await placement.mark_attempt(session, entity)
             await session.commit()
-    placement = CallPlacement(
+    placement_request = CallPlacement(
         to_number=call_log.to_number,
         from_number=call_log.from_number,
         status_callback_url=telephony.status_callback_url(public_url, call_log_id),
@@ -112,7 +133,7 @@ async def place_call(job: JobContext) -> datetime | None:
         else None,
     )
     try:
-        placed = await carrier.create_call(placement)
+        placed = await carrier.create_call(placement_request)
     except CarrierError as exc:
         if exc.retryable:
             raise
@@ -123,20 +144,43 @@ async def place_call(job: JobContext) -> datetime | None:
             call_log.livemode,
         )
         return None
+    await _record_sid(job, call_log, placed.sid, script)
+    return None
+
+
+def _unplaced(call_log: CallLog) -> bool:
+    return not telephony.is_placed(call_log) and call_log.status == telephony.IN_PROGRESS
+
+
+async def _earlier_placement(
+    job: JobContext, carrier: TwilioCarrier, call_log: CallLog, timeout_seconds: float
+) -> str | None:
+    """The SID of the call a lost request created, or None once the carrier's list shows
+    none; a list that cannot be read raises (CarrierError), so nothing is placed again."""
+    attempted = call_log.placement_attempted_at
+    assert attempted is not None
+    since = (attempted - placement.CLOCK_SKEW).date()
+    listed = await carrier.calls_between(call_log.to_number, call_log.from_number, since)
+    async with job.runtime.resources.session(writes=False) as session:
+        held = await placement.sids_held(session, [call.sid for call in listed])
+    found = placement.earlier_placement(listed, call_log, held, timeout_seconds)
+    return None if found is None else found.sid
+
+
+async def _record_sid(job: JobContext, call_log: CallLog, sid: str, script: Any) -> None:
     async with job.runtime.resources.session(writes=True) as session:
-        await telephony.record_carrier_sid(session, call_log_id, placed.sid)
+        await telephony.record_carrier_sid(session, call_log.id, sid)
         if not call_log.livemode:
             outbox.schedule(
                 session,
                 telephony.SIMULATE_ACTOR,
-                call_log_id,
-                placed.sid,
+                call_log.id,
+                sid,
                 script,
                 queue=telephony.CALLS_QUEUE,
             )
         await job.settle(session, None)
         await session.commit()
-    return None
 
 
 async def simulate_call(job: JobContext) -> datetime | None:
@@ -214,8 +258,44 @@ async def fetch_details(job: JobContext) -> datetime | None:
     return None
 
 
+async def analyze_call(job: JobContext) -> datetime | None:
+    """The analysis a request marked pending (app/calls/analysis.py); the result, failures
+    included, is written only while that request is still the latest."""
+    call_log_id, requested_at = job.args
+    loaded = await _load(job, call_log_id)
+    if loaded is None:
+        return None
+    call_log, agent = loaded
+    if (call_log.analysis or {}).get("requested_at") != requested_at:
+        return None  # a later request took over
+    if agent is None:
+        gone = "The call's agent no longer exists"
+        stored = analysis.failed_analysis("agent_gone", gone, requested_at)
+    else:
+        config = agent.config or {}
+        schema, criteria = config.get("analysis_schema"), config.get("success_criteria")
+        engine = ConversationEngine(job.runtime.resources, job.runtime.shared(EngineClients))
+        result = await engine.analyze(
+            AgentProfile.of(agent, livemode=call_log.livemode),
+            call_log.transcript or [],
+            schema,
+            criteria,
+        )
+        stored = analysis.analysis_of(result, criteria, requested_at)
+        if result.error is not None:
+            logger.info("call analysis failed", call_log_id=call_log_id, code=result.error.code)
+    async with job.runtime.resources.session(writes=True) as session:
+        entity = await session.get(CallLog, call_log_id)
+        if entity is not None and (entity.analysis or {}).get("requested_at") == requested_at:
+            entity.analysis = stored
+        await job.settle(session, None)
+        await session.commit()
+    return None
+
+
 TASKS = (
     Task(telephony.PLACE_ACTOR, telephony.CALLS_QUEUE, place_call),
     Task(telephony.SIMULATE_ACTOR, telephony.CALLS_QUEUE, simulate_call),
     Task(telephony.FETCH_DETAILS_ACTOR, telephony.CALLS_QUEUE, fetch_details),
+    Task(analysis.ANALYZE_ACTOR, telephony.CALLS_QUEUE, analyze_call),
 )

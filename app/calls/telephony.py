@@ -18,10 +18,11 @@ from urllib.parse import urlencode
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.access.subject import Subject
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE
 from app.agents.service import INVALID_ID_MESSAGE
-from app.auth.subject import Subject
+from app.calls.analysis import analyze_after_call
 from app.calls.models import CallLog
 from app.calls.repository import (
     CallLogRepository,
@@ -68,6 +69,15 @@ def is_placed(call_log: CallLog) -> bool:
     return not call_log.call_id.startswith(GATEWAY_ID_PREFIX)
 
 
+class ContactRefusesCalls(InvalidInput):
+    """The number is a contact's who asked not to be called (docs/api.md, "Consent")."""
+
+    code = "do_not_call"
+
+    def __init__(self) -> None:
+        super().__init__("The contact asked not to be called", field="to_number")
+
+
 class LiveCallLimitReached(RateLimited):
     """The organization already has its maximum of live calls under way."""
 
@@ -95,6 +105,8 @@ async def dispatch_call(
     if agent.status != ACTIVE:
         raise InvalidInput(f"Agent is not active (status: {agent.status})", field="agent_id")
     to_number = to_e164(data.to_number, "to_number")
+    if await ContactRepository(session, subject).refuses_calls(to_number):
+        raise ContactRefusesCalls()
     if data.from_number is not None:
         from_number = to_e164(data.from_number, "from_number")
     elif not subject.livemode:
@@ -218,6 +230,7 @@ async def apply_status(
     await session.flush()
     for event_type, data in update_.events:
         await emit(session, call_log, event_type, data)
+    await analyze_after_call(session, call_log)
     await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
     if call_log.livemode and status == "completed":
         outbox.schedule(session, FETCH_DETAILS_ACTOR, call_log.id, queue=CALLS_QUEUE)

@@ -1,11 +1,11 @@
 """What a campaign costs: Meta's price per message by pricing category and recipient country,
 from the rate card `SWITCHBOARD_MESSAGE_RATE_CARD` (docs/api.md "Meta's limits and ratings").
 
-The card is JSON: `{"currency": "USD", "rates": {"marketing": {"US": 0.025, "*": 0.05},
-"utility": {"*": 0.004}}}`: per category (Meta's lower-case words: marketing, utility,
-authentication, service), a price per ISO country and `*` for the others. A category or
-country the card does not price costs 0. A recipient's country is the main region of the
-number's calling code (+1 is US, +44 GB, +351 PT).
+The card (read by app/kit/rate_card.py) is JSON: `{"currency": "USD", "rates":
+{"marketing": {"US": 0.025, "*": 0.05}, "utility": {"*": 0.004}}}`: per category (Meta's
+lower-case words: marketing, utility, authentication, service), a price per ISO country and
+`*` for the others. A category or country the card does not price costs 0. A recipient's
+country is the main region of the number's calling code (+1 is US, +44 GB, +351 PT).
 
 - Estimated cost: every recipient (the audience as it stands, for a draft) at the price of
   the template's category. Before launch it is the figure to approve; after, it stays the
@@ -17,83 +17,17 @@ number's calling code (+1 is US, +44 GB, +351 PT).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-import orjson
-import phonenumbers
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.campaigns.models import CampaignRecipient, CampaignStatus
 from app.campaigns.repository import CampaignRepository
 from app.config import Settings
+from app.kit.rate_card import PREFIX_LENGTH, country_of, rate_card
 from app.templates.repository import TemplateRepository
-
-ANY_COUNTRY = "*"
-UNKNOWN_COUNTRY = "ZZ"
-DEFAULT_CURRENCY = "USD"
-# "+351…": the longest calling code is three digits.
-PREFIX_LENGTH = 4
-
-
-@dataclass(frozen=True, slots=True)
-class RateCard:
-    currency: str
-    rates: dict[str, dict[str, float]]
-
-    def rate(self, category: str | None, country: str) -> float:
-        table = self.rates.get((category or "").lower())
-        if not table:
-            return 0.0
-        return table.get(country, table.get(ANY_COUNTRY, 0.0))
-
-
-def parse_rate_card(text: str | None) -> RateCard:
-    """The card of the setting; ValueError names what is wrong."""
-    if not text:
-        return RateCard(DEFAULT_CURRENCY, {})
-    try:
-        value: Any = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError("message_rate_card must be a JSON object") from exc
-    if not isinstance(value, dict) or not isinstance(value.get("rates", {}), dict):
-        raise ValueError('message_rate_card must be {"currency": …, "rates": {category: {…}}}')
-    currency = value.get("currency", DEFAULT_CURRENCY)
-    if not isinstance(currency, str) or not 0 < len(currency) <= 8:
-        raise ValueError("message_rate_card.currency must be a currency code such as USD")
-    rates: dict[str, dict[str, float]] = {}
-    for category, table in value.get("rates", {}).items():
-        if not isinstance(table, dict):
-            raise ValueError(f"message_rate_card.rates[{category!r}] must map countries to prices")
-        prices: dict[str, float] = {}
-        for country, price in table.items():
-            if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-                raise ValueError(
-                    f"message_rate_card.rates[{category!r}][{country!r}] must be a price >= 0"
-                )
-            prices[str(country).upper() if country != ANY_COUNTRY else ANY_COUNTRY] = float(price)
-        rates[str(category).lower()] = prices
-    return RateCard(currency.upper(), rates)
-
-
-@lru_cache(maxsize=8)
-def rate_card(text: str | None) -> RateCard:
-    return parse_rate_card(text)
-
-
-@lru_cache(maxsize=4096)
-def country_of(prefix: str) -> str:
-    """The region of a number's calling code, from its first characters ("+351", "+1415")."""
-    digits = prefix.lstrip("+")
-    for length in range(1, min(3, len(digits)) + 1):
-        if not digits[:length].isdigit():
-            break
-        region = phonenumbers.region_code_for_country_code(int(digits[:length]))
-        if region != UNKNOWN_COUNTRY:
-            return str(region)
-    return UNKNOWN_COUNTRY
 
 
 @dataclass(frozen=True, slots=True)

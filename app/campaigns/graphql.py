@@ -3,7 +3,8 @@ requires `campaigns:manage`; mutations answer typed errors (`errors: [UserError]
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any, cast
 
@@ -14,18 +15,28 @@ from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.campaigns import costs, reports, service
 from app.campaigns.models import RecipientStatus
-from app.campaigns.schemas import CampaignCreate, CampaignUpdate, StatusFilter
+from app.campaigns.schemas import (
+    CampaignCreate,
+    CampaignUpdate,
+    RecipientTagging,
+    StatusFilter,
+)
 from app.contacts.graphql import Contact, as_contact
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, LiveEvents, SocketContext
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, PageInfo, numbered_page
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_or_none
+from app.graphql.socket import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 from app.kit.errors import DomainError, InvalidInput, InvalidState, LiveModeForbidden, NotFound
 from app.kit.pagination import CursorPage, PageParams
 
@@ -297,6 +308,29 @@ CAMPAIGNS = DomainMutations(
 )
 
 
+@strawberry.input(
+    description="Recipient statuses (pending, claimed, sent, delivered, read, failed)."
+)
+class RecipientTaggingInput:
+    statuses: list[str]
+    tag: str
+
+
+@strawberry.type(description="What a retargeting tagged (docs/api.md, Retargeting).")
+class RecipientTaggingResult:
+    campaign_id: strawberry.ID
+    tag: str
+    statuses: list[str]
+    matched_count: int
+    tagged_count: int
+    skipped_count: int
+
+
+RECIPIENT_TAGGING = CAMPAIGNS.payload_type(
+    "TagCampaignRecipientsPayload", {"tagging": RecipientTaggingResult}
+)
+
+
 @strawberry.input
 class CampaignCreateInput:
     name: str
@@ -399,6 +433,22 @@ class Mutation:
     async def cancel_campaign(self, info: Info[Context, None], id: strawberry.ID) -> Payload:
         return await _move(info, id, service.cancel_campaign)
 
+    @CAMPAIGNS.mutation(
+        payload=RECIPIENT_TAGGING,
+        description="Retargeting: tag the contacts whose recipient status is one of statuses.",
+    )
+    async def tag_campaign_recipients(
+        self, info: Info[Context, None], id: strawberry.ID, input: RecipientTaggingInput
+    ) -> Payload:
+        return await CAMPAIGNS.save(
+            info,
+            RecipientTagging,
+            input,
+            lambda session, subject, data: service.tag_recipients(session, subject, id, data),
+            answer=lambda result: {"tagging": RecipientTaggingResult(**vars(result))},
+            payload=RECIPIENT_TAGGING,
+        )
+
 
 @strawberry.type(description="A campaign's status and counters at one moment.")
 class CampaignProgress:
@@ -435,11 +485,20 @@ async def _progress(
         poll_seconds=resources.settings.campaign_progress_poll_seconds,
         before_yield=context.recheck,
     )
+    progress = follow_live(events, _as_progress(updates), subject.organization_id)
+    async with aclosing(progress):
+        async for step in progress:
+            yield step
+
+
+async def _as_progress(
+    updates: AsyncIterator[reports.ProgressSnapshot],
+) -> AsyncGenerator[CampaignProgress, None]:
     try:
         async for snapshot in updates:
             yield as_progress(snapshot)
     except reports.CampaignGone:
-        raise as_graphql_error(NotFound(service.CAMPAIGN)) from None
+        raise NotFound(service.CAMPAIGN) from None
     finally:
         await updates.aclose()  # type: ignore[attr-defined]
 

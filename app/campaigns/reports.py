@@ -9,9 +9,6 @@ only: every write belongs to app/campaigns/service.py.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import csv
-import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -21,12 +18,14 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import CampaignRepository
 from app.contacts.repository import ContactRepository
+from app.kit.csvcells import csv_safe, csv_timestamp, encode_rows
 from app.kit.errors import InvalidInput
+from app.kit.event_stream import PendingRead
 from app.kit.ids import normalize_id
 from app.kit.pagination import MAX_LIMIT, CursorPage
 
@@ -48,7 +47,7 @@ DRAFT_RECHECK_SECONDS = 5.0
 # After an event, the row is re-read at most this often: a campaign at 1,000 messages/s
 # emits as many events, and one read answers them all.
 EVENT_READ_GAP_SECONDS = 0.1
-# The events of a campaign on the organization's stream (app/events/stream.py).
+# The events of a campaign on the organization's stream (app/kit/event_stream.py).
 CAMPAIGN_EVENTS = frozenset({service.STARTED, service.COMPLETED})
 RECIPIENT_EVENTS = frozenset({service.MESSAGE_DELIVERED, service.MESSAGE_FAILED})
 
@@ -255,29 +254,23 @@ async def watch_progress(
     current = first
     last_read = loop.time()
     dirty = False
-    listening: asyncio.Task[dict[str, Any]] | None = None
+    reads = PendingRead(events)
     stream_alive = True
     try:
         while True:
             wait = poll_seconds if current.status in MOVING else DRAFT_RECHECK_SECONDS
             due = last_read + (EVENT_READ_GAP_SECONDS if dirty else wait)
-            if stream_alive and listening is None:
-                # One pending read of the stream across timeouts: cancelling it would close
-                # the stream's generator.
-                listening = asyncio.ensure_future(anext(events))
             timeout = due - loop.time()
             # Once a read is due it happens, however many events are still queued.
-            if timeout > 0 and listening is not None:
-                done, _ = await asyncio.wait({listening}, timeout=timeout)
-                if listening in done:
-                    finished, listening = listening, None
-                    try:
-                        body = finished.result()
-                    except Exception:
-                        logger.warning("event stream failed; progress by polling only")
-                        stream_alive = False
-                    else:
-                        dirty = dirty or concerns(body, current.campaign_id, livemode)
+            if timeout > 0 and stream_alive:
+                try:
+                    body = await reads.next(timeout)
+                except Exception:
+                    logger.warning("event stream failed; progress by polling only")
+                    stream_alive = False
+                    continue
+                if body is not None:
+                    dirty = dirty or concerns(body, current.campaign_id, livemode)
                     continue
             elif timeout > 0:
                 await asyncio.sleep(timeout)
@@ -292,11 +285,7 @@ async def watch_progress(
             if latest.finished:
                 return
     finally:
-        if listening is not None:
-            # The stream's generator must be idle before it can be closed.
-            listening.cancel()
-            with contextlib.suppress(BaseException):
-                await listening
+        await reads.close()
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
@@ -316,26 +305,6 @@ CSV_COLUMNS = (
     "read_at",
     "failed_at",
 )
-# A cell starting with one of these is read as a formula by spreadsheet programs.
-_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(text: str | None) -> str:
-    """`text` as a cell no spreadsheet evaluates: a leading formula character is escaped
-    with `'`, except for a plain E.164 phone number (`+` and digits cannot form a formula)."""
-    if not text:
-        return ""
-    if text.startswith(_FORMULA_PREFIXES) and not _is_e164(text):
-        return "'" + text
-    return text
-
-
-def _is_e164(text: str) -> bool:
-    return len(text) > 1 and text[0] == "+" and text[1:].isascii() and text[1:].isdigit()
-
-
-def _timestamp(value: datetime | None) -> str:
-    return "" if value is None else value.isoformat().replace("+00:00", "Z")
 
 
 def _csv_row(row: Any) -> list[str]:
@@ -346,17 +315,11 @@ def _csv_row(row: Any) -> list[str]:
         row.status,
         csv_safe(row.platform_message_id),
         csv_safe(row.error),
-        _timestamp(row.sent_at),
-        _timestamp(row.delivered_at),
-        _timestamp(row.read_at),
-        _timestamp(row.failed_at),
+        csv_timestamp(row.sent_at),
+        csv_timestamp(row.delivered_at),
+        csv_timestamp(row.read_at),
+        csv_timestamp(row.failed_at),
     ]
-
-
-def _encode(rows: list[list[str]]) -> bytes:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows(rows)
-    return buffer.getvalue().encode("utf-8")
 
 
 async def recipients_csv(
@@ -367,14 +330,14 @@ async def recipients_csv(
     own, so no transaction stays open while the client reads, and memory holds one batch
     whatever the campaign's size. Every recipient appears once, as it was when its batch
     was read."""
-    yield _encode([list(CSV_COLUMNS)])
+    yield encode_rows([list(CSV_COLUMNS)])
     after: str | None = None
     while True:
         async with open_session() as session:
             rows = await ledger_reads.export_batch(session, campaign_id, after, batch)
         if not rows:
             return
-        yield _encode([_csv_row(row) for row in rows])
+        yield encode_rows([_csv_row(row) for row in rows])
         if len(rows) < batch:
             return
         after = rows[-1].contact_id

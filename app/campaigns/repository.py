@@ -11,6 +11,7 @@ from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     Table,
     case,
     exists,
@@ -122,7 +123,11 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
 
     def _audience(self, campaign: Campaign) -> list[ColumnElement[bool]]:
         """The contacts of the campaign's audience, as conditions on Contact."""
-        conditions = [self._org_bound(Contact)]
+        conditions = [
+            self._org_bound(Contact),
+            # Contacts who opted out of marketing are never recipients (docs/api.md, "Consent").
+            Contact.marketing_opt_out_at.is_(None),
+        ]
         if campaign.audience_type == AudienceType.TAGS:
             conditions.append(self._has_any_tag(list(campaign.audience_tags or [])))
         elif campaign.audience_type == AudienceType.MANUAL:
@@ -502,3 +507,20 @@ async def known_message_ids(
         platform_message_ids,
         _sent_through(channel_id),
     )
+
+
+def recipients_with_status(campaign_id: str, statuses: Sequence[str]) -> Select[Any]:
+    """The contact ids of the campaign's recipients in one of `statuses` (a subquery)."""
+    return select(CampaignRecipient.contact_id).where(
+        CampaignRecipient.campaign_id == campaign_id,
+        CampaignRecipient.status.in_(list(statuses)),
+    )
+
+
+async def count_recipients_with_status(
+    session: AsyncSession, campaign_id: str, statuses: Sequence[str]
+) -> int:
+    found = await session.scalar(
+        select(func.count()).select_from(recipients_with_status(campaign_id, statuses).subquery())
+    )
+    return int(found or 0)

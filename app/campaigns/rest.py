@@ -1,4 +1,4 @@
-"""/api/v1/campaigns: routes → campaigns service → the seed's and CONTRACT §3's shapes, and
+"""/api/v1/campaigns: routes → campaigns service → the JSON shapes of docs/api.md, and
 the recipient ledger as CSV (app/campaigns/reports.py). Every route requires
 `campaigns:manage`."""
 
@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import Response, StreamingResponse
 
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.campaigns import costs, reports, service
 from app.campaigns.schemas import (
     CampaignCostResponse,
@@ -19,6 +19,8 @@ from app.campaigns.schemas import (
     CampaignPageQuery,
     CampaignResponse,
     CampaignUpdate,
+    RecipientTagging,
+    RecipientTaggingResponse,
     campaign_to_public,
 )
 from app.kit.pagination import PageParams, envelope_a
@@ -63,6 +65,13 @@ async def delete_campaign(ctx: RequestContext) -> Response:
 
 
 CSV_MEDIA_TYPE = "text/csv"
+
+
+async def tag_campaign_recipients(ctx: RequestContext) -> Response:
+    result = await service.tag_recipients(
+        ctx.session, ctx.subject, ctx.path_param("campaign_id"), ctx.body(RecipientTagging)
+    )
+    return json_response(vars(result))
 
 
 async def export_campaign_recipients(ctx: RequestContext) -> Response:
@@ -185,6 +194,17 @@ OPERATIONS = (
         _TAG,
         errors=(404,),
         binary_response=(CSV_MEDIA_TYPE,),
+    ),
+    Operation(
+        "POST",
+        "/campaigns/{campaign_id}/recipients/tag",
+        tag_campaign_recipients,
+        Scope.CAMPAIGNS_MANAGE,
+        "Retargeting: tag the contacts whose recipient status is one of `statuses`",
+        _TAG,
+        request_model=RecipientTagging,
+        response_model=RecipientTaggingResponse,
+        errors=(400, 404, 422),
     ),
     _action(
         "launch",

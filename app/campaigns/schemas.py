@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
 
-from app.campaigns.models import AudienceType
+from app.campaigns.models import AudienceType, RecipientStatus
+from app.contacts.schemas import Tag as ContactTag
 from app.kit.pagination import MAX_LIMIT
 from app.kit.serialize import public_shape
 
@@ -47,7 +48,7 @@ def _check_parameters(value: dict[str, str] | None) -> dict[str, str] | None:
 
 
 def _as_utc(value: datetime | None) -> datetime | None:
-    """A time without an offset is read as UTC (the spec's `scheduled_at` is a UTC time)."""
+    """A time without an offset is read as UTC (the documented `scheduled_at` is a UTC time)."""
     if value is None:
         return None
     if value.tzinfo is None:
@@ -149,6 +150,51 @@ class CampaignResponse(BaseModel):
 
 
 campaign_to_public = public_shape(CampaignResponse)
+
+
+def recipient_to_public(recipient: Any) -> dict[str, Any]:
+    return {
+        "campaign_id": recipient.campaign_id,
+        "contact_id": recipient.contact_id,
+        "phone_number": recipient.phone_number,
+        "status": recipient.status,
+        "platform_message_id": recipient.platform_message_id,
+        "error": recipient.error,
+        "sent_at": recipient.sent_at,
+        "delivered_at": recipient.delivered_at,
+        "read_at": recipient.read_at,
+        "failed_at": recipient.failed_at,
+    }
+
+
+def campaign_message_to_public(recipient: Any, channel_id: str) -> dict[str, Any]:
+    """A campaign message as `message.sent` / `message.failed` carry it."""
+    return {
+        **recipient_to_public(recipient),
+        "channel_id": channel_id,
+        "direction": "outbound",
+        "type": "template",
+    }
+
+
+class RecipientTagging(BaseModel):
+    """Retargeting: tag the contacts whose ledger status is one of `statuses`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    statuses: list[RecipientStatus] = Field(min_length=1, max_length=len(RecipientStatus))
+    tag: ContactTag
+
+
+class RecipientTaggingResponse(BaseModel):
+    campaign_id: str
+    tag: str
+    statuses: list[str]
+    matched_count: int = Field(description="Recipients whose status is one of `statuses`")
+    tagged_count: int = Field(description="Contacts that got the tag (the others had it)")
+    skipped_count: int = Field(
+        description="Matched contacts left untagged: deleted since, or at the 100-tag limit"
+    )
 
 
 class CampaignCostResponse(BaseModel):

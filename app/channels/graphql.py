@@ -12,7 +12,7 @@ from typing import Any, cast
 import strawberry
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.channels import service
 from app.channels.schemas import DEFAULT_MESSAGES_PER_SECOND, ChannelCreate, ChannelUpdate
 from app.graphql.context import Context

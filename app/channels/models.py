@@ -53,7 +53,7 @@ class Channel(TimestampMixin, Base):
     livemode: Mapped[bool] = mapped_column(Boolean)
     # The upstream access token, sealed by app.kit.crypto (never returned on any surface).
     access_token_encrypted: Mapped[str] = mapped_column(Text)
-    # The send budget of the number, shared by its campaigns and replies (app/channels/governor.py).
+    # The send budget of the number, shared by its campaigns and replies (app/kit/send_governor.py).
     messages_per_second: Mapped[int] = mapped_column(Integer, server_default=text("80"))
     # True for every channel created since numbers became one organization's: platform
     # traffic for the number reaches the holder only. False only for channels registered

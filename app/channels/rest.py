@@ -1,10 +1,10 @@
-"""/api/v1/channels: routes → channels service → the CONTRACT §3 JSON shapes."""
+"""/api/v1/channels: routes → channels service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.channels import service
 from app.channels.schemas import (
     ChannelCreate,

@@ -16,14 +16,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from app.channels.governor import MAX_MESSAGES_PER_SECOND
 from app.kit.phone import MAX_PHONE_LENGTH
+from app.kit.send_governor import MAX_MESSAGES_PER_SECOND
 from app.kit.serialize import public_shape
 from app.kit.validation import NO_BLANKS_PATTERN, refuse_null, without_null
 
 MAX_UPSTREAM_ID_LENGTH = 64
 MAX_ACCESS_TOKEN_LENGTH = 4096
-# The send budget of a channel (app/channels/governor.py): Meta's default throughput is 80
+# The send budget of a channel (app/kit/send_governor.py): Meta's default throughput is 80
 # messages/s per number, raised up to 1,000 for numbers that qualify.
 DEFAULT_MESSAGES_PER_SECOND = 80
 

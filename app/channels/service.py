@@ -19,12 +19,13 @@ number in both modes.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.channels.models import Channel
 from app.channels.repository import ChannelRepository, holder_of
 from app.channels.schemas import ChannelCreate, ChannelUpdate
@@ -40,6 +41,20 @@ from app.kit.phone import to_e164
 ACCESS_TOKEN_PURPOSE = "channel-access-token"
 # A verification answers inside an API request: one quick retry of a platform hiccup at most.
 VERIFY_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_delay=1.0)
+
+
+# A check another domain runs before a channel is deleted, refusing with a DomainError (the
+# campaigns domain refuses while one of its campaigns is mid-send). Registered by that domain
+# (`guard_deletion`), so this one imports none of its dependents.
+DeletionGuard = Callable[[AsyncSession, Subject, str], Awaitable[None]]
+_deletion_guards: list[DeletionGuard] = []
+
+
+def guard_deletion(guard: DeletionGuard) -> DeletionGuard:
+    """Registers `guard(session, subject, channel_id)`, run by every channel deletion."""
+    if guard not in _deletion_guards:
+        _deletion_guards.append(guard)
+    return guard
 
 
 class PhoneNumberInUse(Conflict):
@@ -190,8 +205,7 @@ async def update_channel(
 
 async def delete_channel(session: AsyncSession, subject: Subject, channel_id: str) -> None:
     channel = await get_channel_for_use(session, subject, channel_id)
-    from app.campaigns.service import refuse_channel_deletion_in_use  # campaigns import us
-
-    await refuse_channel_deletion_in_use(session, subject, channel.id)
+    for guard in _deletion_guards:
+        await guard(session, subject, channel.id)
     await ChannelRepository(session, subject).delete(channel)
     await session.flush()

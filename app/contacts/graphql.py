@@ -9,10 +9,10 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.calls.graphql import CallLog, load_recent_calls
 from app.contacts import service
-from app.contacts.schemas import ContactCreate, ContactUpdate
+from app.contacts.schemas import ContactCreate, ContactUpdate, marketing_opt_out_of
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
@@ -20,6 +20,12 @@ from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, node_field
 from app.inbox.graphql import Ticket, open_ticket_loader
 from app.kit.errors import InvalidInput, NotFound
+
+
+@strawberry.type(description="The contact opted out of marketing messages (docs/api.md, Consent).")
+class MarketingOptOut:
+    at: datetime
+    source: str = strawberry.field(description="keyword, platform, api or import")
 
 
 @strawberry.type
@@ -34,8 +40,15 @@ class Contact:
     platform_user_id: str | None = strawberry.field(
         description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one"
     )
+    do_not_call: bool
     created_at: datetime
     updated_at: datetime
+
+    @strawberry.field(description="Null unless the contact opted out of marketing messages.")
+    def marketing_opt_out(self) -> MarketingOptOut | None:
+        # `self` is the contact row or entity the field resolves on.
+        found = marketing_opt_out_of(self)
+        return None if found is None else MarketingOptOut(**found)
 
     @strawberry.field(
         extensions=requires(Scope.CALLS_READ),
@@ -68,6 +81,11 @@ class ContactUpdateInput:
     tags: list[str] | None = strawberry.UNSET
     notes: str | None = strawberry.UNSET
     custom_fields: JSON | None = strawberry.UNSET
+    marketing_opt_out: bool | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="true: opted out now (source api), unless already; false: cleared",
+    )
+    do_not_call: bool | None = strawberry.UNSET
 
 
 def as_contact(value: Any) -> Contact:

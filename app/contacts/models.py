@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, text
+from sqlalchemy import Boolean, ForeignKey, Index, String, Text, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db.base import Base, JSONType, TimestampMixin, id_column
+from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
 
 # On PostgreSQL, GIN indexes that start with the organization (btree_gin), so a tenant's
 # filter reads only its own entries: jsonb_path_ops answers `tags @> '["vip"]'`, pg_trgm
@@ -69,3 +70,11 @@ class Contact(TimestampMixin, Base):
     # Meta's business-scoped user id (BSUID, `US.1349…`): how WhatsApp names a user who hides
     # their number; replies then go to it. Empty `phone_number` for such a contact.
     platform_user_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
+    # Consent (docs/api.md, "Consent"): an opt-out from marketing messages, when and how it
+    # came, and whether the contact may be called.
+    marketing_opt_out_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    marketing_opt_out_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    do_not_call: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # When the latest marketing consent change happened (the platform's or keyword's own
+    # time): an older opt-out or opt-in that arrives late changes nothing.
+    consent_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -31,6 +31,7 @@ from sqlalchemy import (
     text,
     tuple_,
     type_coerce,
+    update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -38,6 +39,7 @@ from app.contacts.models import Contact
 from app.db.base import UTCDateTime
 from app.db.counters import counted_total
 from app.db.prepared import constant
+from app.kit.clock import utcnow
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
 
@@ -73,6 +75,9 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.notes,
         Contact.custom_fields,
         Contact.platform_user_id,
+        Contact.marketing_opt_out_at,
+        Contact.marketing_opt_out_source,
+        Contact.do_not_call,
         Contact.created_at,
         Contact.updated_at,
     )
@@ -109,6 +114,82 @@ class ContactRepository(OrgScopedRepository[Contact]):
             .limit(1)
         )
         return result.scalar_one_or_none()
+
+    async def all_by_phone_number(self, phone_number: str) -> list[Contact]:
+        """Every contact of the organization with that E.164 number (numbers need not be
+        unique): consent the platform reports for a number holds for each of them."""
+        result = await self._execute(
+            self.scoped(select(Contact))
+            .where(Contact.phone_number == phone_number)
+            .order_by(Contact.created_at, Contact.id)
+        )
+        return list(result.scalars().all())
+
+    async def refuses_calls(self, phone_number: str) -> bool:
+        """Whether any contact of the organization with that number asked not to be called."""
+        found = await self._execute(
+            self.scoped(select(Contact.id))
+            .where(Contact.phone_number == phone_number, Contact.do_not_call.is_(True))
+            .limit(1)
+        )
+        return found.first() is not None
+
+    async def add_tag(self, tag: str, contact_ids: Any, *, max_tags: int) -> list[Any]:
+        """Append `tag` to the organization's contacts among `contact_ids` (a SELECT of ids)
+        that lack it and have fewer than `max_tags` tags, in one UPDATE; answers their rows
+        (list_columns) as they are now."""
+        if self.dialect_name == "postgresql":
+            tags = type_coerce(Contact.tags, JSONB)
+            one = func.jsonb_build_array(bindparam("tag", type_=String()))
+            appended: Any = tags.op("||")(one)
+            lacking = ~tags.contains(one)
+            room = func.jsonb_array_length(tags) < max_tags
+        else:
+            appended = func.json_insert(Contact.tags, "$[#]", bindparam("tag", type_=String()))
+            lacking = ~_has_tag_sqlite()
+            room = func.json_array_length(Contact.tags) < max_tags
+        statement = (
+            update(Contact)
+            .where(self._org_bound(), Contact.id.in_(contact_ids), lacking, room)
+            .values(tags=appended, updated_at=utcnow())
+            .returning(*self.list_columns)
+            .execution_options(synchronize_session=False)
+        )
+        result = await self._execute(statement, {"tag": tag})
+        return list(result.all())
+
+    async def count_with_tag_among(self, tag: str, contact_ids: Any) -> int:
+        """How many of the organization's contacts among `contact_ids` carry `tag`."""
+        has_tag = _has_tag_postgresql() if self.dialect_name == "postgresql" else _has_tag_sqlite()
+        found = await self._execute(
+            select(func.count())
+            .select_from(Contact)
+            .where(self._org_bound(), Contact.id.in_(contact_ids), has_tag),
+            {"tag": tag, "tag_list": [tag]},
+        )
+        return int(found.scalar_one())
+
+    async def export_batch(
+        self, filters: Sequence[Filter], after: tuple[Any, str] | None, limit: int
+    ) -> list[Any]:
+        """Up to `limit` contacts matching `filters` (the list's), newest first, after the
+        (created_at, id) `after`: one batch of the CSV export, read without a total."""
+        params: dict[str, Any] = {}
+        for found in filters:
+            params.update(found.params)
+        conditions = [found.build() for found in filters if found.name != "search_fts"]
+        if any(found.name == "search_fts" for found in filters):
+            conditions.append(_matches_search())  # the same rule, without the index
+        statement = select(*self.list_columns).where(self._org_bound(), *conditions)
+        if after is not None:
+            anchor = tuple_(
+                bindparam("after_created_at", type_=UTCDateTime()), bindparam("after_id")
+            )
+            statement = statement.where(tuple_(Contact.created_at, Contact.id) < anchor)
+            params.update(after_created_at=after[0], after_id=after[1])
+        statement = statement.order_by(Contact.created_at.desc(), Contact.id.desc()).limit(limit)
+        result = await self._execute(statement, params)
+        return list(result.all())
 
     def filters(self, *, tag: str | None, search: str | None) -> list[Filter]:
         filters: list[Filter] = []

@@ -1,11 +1,11 @@
-"""/api/v1/contacts: routes → contacts service → the spec's JSON shapes."""
+"""/api/v1/contacts: routes → contacts service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
 from pydantic import Field
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.contacts import service
 from app.contacts.schemas import ContactCreate, ContactResponse, ContactUpdate, contact_to_public
 from app.kit.pagination import envelope_c
@@ -28,6 +28,27 @@ async def list_contacts(ctx: RequestContext) -> Response:
         ctx.session, ctx.subject, query.cursor(), tag=query.tag, search=query.search
     )
     return json_response(envelope_c([contact_to_public(row) for row in page.items], page))
+
+
+CSV_MEDIA_TYPE = "text/csv"
+
+
+async def export_contacts(ctx: RequestContext) -> Response:
+    query = ctx.query(ContactListQuery)
+    resources, subject = ctx.resources, ctx.subject
+    # Read batch by batch, each in a short session of its own, while the client downloads.
+    rows = service.export_contacts(
+        lambda: resources.session(writes=False), subject, tag=query.tag, search=query.search
+    )
+    return StreamingResponse(
+        rows,
+        headers={
+            # Set directly: Starlette would append its own charset to a text/* media type.
+            "Content-Type": CSV_MEDIA_TYPE + "; charset=utf-8",
+            "Content-Disposition": 'attachment; filename="contacts.csv"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )
 
 
 get_contact = get_handler(service.get_contact, "contact_id", contact_to_public)
@@ -65,6 +86,17 @@ OPERATIONS = (
         response_model=ContactResponse,
         envelope="C",
         errors=(400, 422),
+    ),
+    Operation(
+        "GET",
+        "/contacts.csv",
+        export_contacts,
+        Scope.FULL_ACCESS,
+        "Download every contact matching the list's filters as CSV (streamed, newest first)",
+        _TAG,
+        query_model=ContactListQuery,
+        errors=(422,),
+        binary_response=(CSV_MEDIA_TYPE,),
     ),
     Operation(
         "GET",

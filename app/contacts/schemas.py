@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -17,7 +19,6 @@ from pydantic import (
 
 from app.kit.jsonutil import dumps
 from app.kit.phone import MAX_PHONE_LENGTH
-from app.kit.serialize import public_shape
 from app.kit.validation import (
     DisplayName,
     JsonObject,
@@ -89,7 +90,7 @@ def _check_custom_fields(value: dict[str, Any] | None) -> dict[str, Any] | None:
 class ContactCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    # Format (and a length past 50) of phone_number is checked by the service: 400, per the spec.
+    # Format (and a length past 50) of phone_number is checked by the service: 400 (docs/api.md).
     phone_number: str = Field(json_schema_extra={"maxLength": MAX_PHONE_LENGTH})
     name: DisplayName
     tags: Tags = Field(default_factory=list)
@@ -105,7 +106,10 @@ class ContactUpdate(BaseModel):
 
     # Absent is fine, but null is refused (`_no_null`), and the document says so.
     model_config = ConfigDict(
-        extra="ignore", json_schema_extra=without_null("phone_number", "name", "tags")
+        extra="ignore",
+        json_schema_extra=without_null(
+            "phone_number", "name", "tags", "marketing_opt_out", "do_not_call"
+        ),
     )
 
     phone_number: str | None = Field(
@@ -116,7 +120,13 @@ class ContactUpdate(BaseModel):
     notes: str | None = Field(default=None, max_length=10_000)
     custom_fields: JsonObject | None = None
 
-    _no_null = field_validator("phone_number", "name", "tags", mode="before")(refuse_null)
+    # true: opted out now (source api), unless already opted out; false: the opt-out is cleared.
+    marketing_opt_out: bool | None = None
+    do_not_call: bool | None = None
+
+    _no_null = field_validator(
+        "phone_number", "name", "tags", "marketing_opt_out", "do_not_call", mode="before"
+    )(refuse_null)
 
     @field_validator("tags")
     @classmethod
@@ -127,6 +137,20 @@ class ContactUpdate(BaseModel):
 
     def changes(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class OptOutSource(StrEnum):
+    """How a marketing opt-out came (docs/api.md, "Consent")."""
+
+    KEYWORD = "keyword"
+    PLATFORM = "platform"
+    API = "api"
+    IMPORT = "import"
+
+
+class MarketingOptOut(BaseModel):
+    at: datetime
+    source: Literal["keyword", "platform", "api", "import"]
 
 
 class ContactResponse(BaseModel):
@@ -143,9 +167,32 @@ class ContactResponse(BaseModel):
         default=None,
         description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one",
     )
+    marketing_opt_out: MarketingOptOut | None
+    do_not_call: bool
     created_at: str
     updated_at: str
 
 
-# The REST/event shape of a contact row or entity.
-contact_to_public = public_shape(ContactResponse, tags=lambda tags: tags or [])
+def marketing_opt_out_of(contact: Any) -> dict[str, Any] | None:
+    """The opt-out of a contact row or entity as the public shape nests it."""
+    if contact.marketing_opt_out_at is None:
+        return None
+    return {"at": contact.marketing_opt_out_at, "source": contact.marketing_opt_out_source}
+
+
+def contact_to_public(item: Any) -> dict[str, Any]:
+    """The REST/event shape of a contact row or entity (by hand: the opt-out is two columns)."""
+    return {
+        "id": item.id,
+        "organization_id": item.organization_id,
+        "phone_number": item.phone_number,
+        "name": item.name,
+        "tags": item.tags or [],
+        "notes": item.notes,
+        "custom_fields": item.custom_fields,
+        "platform_user_id": item.platform_user_id,
+        "marketing_opt_out": marketing_opt_out_of(item),
+        "do_not_call": bool(item.do_not_call),
+        "created_at": item.created_at,
+        "updated_at": item.updated_at,
+    }

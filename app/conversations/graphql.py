@@ -9,7 +9,7 @@ import strawberry
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.conversations import service
 from app.conversations.schemas import MessageSend
 from app.graphql.context import Context

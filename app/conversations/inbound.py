@@ -29,6 +29,7 @@ from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
 from app.config import Settings
+from app.consent import service as consent
 from app.conversations import service, statuses
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
@@ -117,7 +118,7 @@ async def _apply_change(
     if field == "account_update":
         await ratings.apply_account_update(session, account, value, at, simulated=simulated)
         return
-    if field != "messages":
+    if field not in ("messages", "user_preferences"):
         logger.info("webhook field not handled", field=field)
         return
     metadata = value.get("metadata")
@@ -130,10 +131,13 @@ async def _apply_change(
             "webhook for an unknown phone number id", phone_number_id=phone_number_id[:64]
         )
         return
+    if field == "user_preferences":
+        await consent.apply_user_preferences(session, channel, value)
+        return
     entries = value.get("statuses")
-    await statuses.apply_statuses(
-        session, channel, entries if isinstance(entries, list) else [], delivery.deferral
-    )
+    entries = entries if isinstance(entries, list) else []
+    await statuses.apply_statuses(session, channel, entries, delivery.deferral)
+    await consent.apply_status_opt_outs(session, channel, entries)
     listed = value.get("contacts")
     contacts = [
         contact

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.conversations import service
 from app.conversations.schemas import MessageResponse, MessageSend, message_to_public
 from app.kit.pagination import envelope_c

@@ -20,11 +20,12 @@ import structlog
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.campaigns.meta_limits import record_pricing
 from app.channels import service as channels
 from app.channels.models import Channel
+from app.consent import service as consent
 from app.contacts import service as contacts
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
@@ -214,6 +215,16 @@ async def receive_message(
     except IntegrityError:
         return None  # the same message, processed concurrently by another delivery
     await emit(session, stored, "message.received", message_to_public(stored))
+    # Consent is kept by phone number: a sender known only by a business-scoped id has none.
+    if kind == "text" and contact.phone_number:
+        await consent.apply_keyword(
+            session,
+            channel,
+            phone_number=contact.phone_number,
+            ticket_id=created.ticket.id,
+            text=text,
+            at=stored.created_at,
+        )
     return stored
 
 

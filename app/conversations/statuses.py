@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns import meta_limits
 from app.campaigns import repository as ledger
-from app.campaigns import service as campaigns
+from app.campaigns import statuses as campaigns
 from app.channels.models import Channel
 from app.channels.repository import lock_channel
 from app.conversations import service

@@ -1,4 +1,5 @@
-"""The conversations domain's jobs."""
+"""The conversations domain's jobs, among them the consent domain's keyword confirmation
+reply (it is sent through this domain's send path)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ from datetime import datetime
 
 import structlog
 
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.campaigns.meta_limits import DeferralPolicy
 from app.channels.models import Channel
-from app.conversations import statuses
+from app.consent.service import CONFIRM_ACTOR, CONFIRM_QUEUE
+from app.conversations import service, statuses
 from app.conversations.inbound import SignatureInvalid, handle_signed
+from app.conversations.schemas import MessageSend
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
-from app.kit.jobs import JobContext, Task, with_resources
+from app.jobs import JobContext, Task, with_resources
+from app.kit.errors import DomainError
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
@@ -47,7 +53,34 @@ async def retry_statuses(job: JobContext) -> datetime | None:
     return again
 
 
+async def send_confirmation(
+    resources: Resources, organization_id: str, livemode: bool, ticket_id: str, text: str
+) -> datetime | None:
+    """The confirmation reply to an opt-out or opt-in keyword (app/consent/service.py
+    `apply_keyword`), through the conversation's send path (its channel, its send budget):
+    a platform refusal is stored as a failed message there; a conversation gone since is
+    logged."""
+    subject = Subject(
+        organization_id=organization_id,
+        principal_id=service.PLATFORM_PRINCIPAL,
+        principal_type=PrincipalType.API_KEY,
+        scopes=frozenset({Scope.FULL_ACCESS}),
+        livemode=livemode,
+    )
+    async with resources.session(writes=True) as session:
+        try:
+            await service.send_message(
+                session, subject, resources, ticket_id, MessageSend(text=text)
+            )
+        except DomainError as exc:
+            logger.warning("consent confirmation not sent", ticket_id=ticket_id, reason=exc.message)
+            return None
+        await session.commit()
+    return None
+
+
 TASKS = (
+    Task(CONFIRM_ACTOR, CONFIRM_QUEUE, with_resources(send_confirmation)),
     Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),
     Task(
         statuses.STATUS_RETRY_ACTOR,

@@ -33,6 +33,7 @@ import httpx2
 import openai
 
 from app.config import Settings
+from app.engine.analysis import AnalysisResult, analyze_offline, analyze_with_model
 from app.engine.knowledge import Passage, agent_subject, knowledge_lookup
 from app.engine.limits import ConversationLimits
 from app.engine.net import guarded_client
@@ -323,6 +324,29 @@ class ConversationEngine:
         text = " ".join(completion.text.split())
         cost = cost_usd(model.provider, model.model, completion.usage, self.settings.llm_prices)
         return text or None, completion.usage, cost
+
+    async def analyze(
+        self,
+        agent: AgentProfile,
+        transcript: Sequence[Mapping[str, Any]],
+        schema: Mapping[str, Any] | None,
+        criteria: str | None,
+    ) -> AnalysisResult:
+        """A finished call's analysis (app/engine/analysis.py): by the agent's model when one
+        is reachable, else by the offline extractor; failures are in the result."""
+        model = await self._model(agent)
+        if model is None:
+            return analyze_offline(transcript, schema, criteria)
+        settings = self.settings
+        return await analyze_with_model(
+            model,
+            transcript,
+            schema,
+            criteria,
+            deadline_seconds=settings.engine_turn_deadline_seconds,
+            max_retries=settings.llm_max_retries,
+            backoff_seconds=settings.llm_retry_backoff_seconds,
+        )
 
     async def respond(
         self,

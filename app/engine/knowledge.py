@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.knowledge.runtime import knowledge_runtime
 from app.knowledge.schemas import KnowledgeSearch
 from app.knowledge.service import search

@@ -1,91 +1,36 @@
 """`events(types)`: the organization's events as they happen, over graphql-transport-ws.
 
-The stream is best effort (app/events/stream.py): a subscriber that is away or too slow misses
+The stream is best effort (app/kit/event_stream.py): a subscriber that is away or too slow misses
 events. Webhooks are the durable channel; both carry the same body.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from datetime import datetime
 from typing import Any
 
 import strawberry
-import structlog
 from graphql import GraphQLError
-from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
-from app.auth.service import resolve_credential
-from app.auth.subject import Subject
-from app.events.stream import TooManySubscriptions
+from app.access.scopes import Scope
+from app.access.subject import Subject
+from app.events.types import KNOWLEDGE_EVENTS, SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED
 from app.graphql.context import Context
-from app.graphql.errors import Unauthenticated
 from app.graphql.permissions import requires
-from app.kit.errors import DomainError
-from app.knowledge.service import KNOWLEDGE_EVENTS
-from app.webhooks.events import SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED
-
-logger = structlog.get_logger("switchboard.graphql")
+from app.graphql.socket import (
+    SUBSCRIPTIONS_OVER_WEBSOCKET,
+    LiveEvents,
+    SocketContext,
+    follow_live,
+)
 
 # Every type the stream carries: `webhook.test` goes to one subscription only, never fanned out.
 STREAMED_EVENTS: tuple[str, ...] = (*SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED, *KNOWLEDGE_EVENTS)
 _STREAMED = frozenset(STREAMED_EVENTS)
-
-# A subscription outlives the handshake that checked its credential: before sending an event,
-# the credential is checked again if its last check is older than this, so a revoked key or an
-# expired JWT stops receiving events within this delay.
-RECHECK_SECONDS = 5.0
-
-SUBSCRIPTIONS_OVER_WEBSOCKET = (
-    "Subscriptions are served over WebSocket (graphql-transport-ws) at /graphql, not over POST"
-)
-
-
-@dataclass
-class SocketContext(Context):
-    """The context of one websocket, shared by its operations for as long as it is open.
-
-    It holds no session open: `db()` and `unit_of_work()` open one per use, and `session` is
-    never begun.
-    """
-
-    # Filled by Strawberry from the connection_init payload.
-    connection_params: dict[str, object] = field(default_factory=dict)
-    # Set once the connection is accepted (app/graphql/view.py), for the re-checks.
-    authorization: str | None = None
-    checked_at: float = 0.0
-
-    @asynccontextmanager
-    async def db(self) -> AsyncIterator[AsyncSession]:
-        async with self.resources.session(writes=False) as session:
-            yield session
-
-    @asynccontextmanager
-    async def unit_of_work(self) -> AsyncIterator[AsyncSession]:
-        async with self.resources.session(writes=True) as session:
-            yield session
-            await session.commit()
-
-    async def recheck(self) -> None:
-        """Unauthenticated once the credential of the connection no longer validates."""
-        now = time.monotonic()
-        if now - self.checked_at < RECHECK_SECONDS:
-            return
-        resources = self.resources
-        async with resources.session(writes=False) as session:
-            try:
-                await resolve_credential(
-                    session, self.authorization, resources.secret_key, resources.credential_cache
-                )
-            except DomainError as exc:
-                raise Unauthenticated(exc.message) from exc
-        self.checked_at = now
 
 
 @strawberry.type(description="Something that happened in the organization, as webhooks get it.")
@@ -128,70 +73,27 @@ def wanted_types(types: list[str] | None) -> frozenset[str] | None:
     return frozenset(types)
 
 
-class LiveEvents:
-    """The organization's event stream for one subscription, counted against the
-    organization's open subscriptions in this process: made when the subscription starts (a
-    GraphQL error once the organization has none left), closed with it."""
-
-    def __init__(self, context: SocketContext, subject: Subject) -> None:
-        self._organization_id = subject.organization_id
-        self._quota = context.resources.subscriptions
-        try:
-            self._quota.take(self._organization_id)
-        except TooManySubscriptions as exc:
-            raise GraphQLError(str(exc), extensions={"code": "too_many_subscriptions"}) from None
-        self._events = context.resources.event_stream
-        self._stream: AsyncIterator[dict[str, Any]] = self._events.subscribe(self._organization_id)
-        self._closed = False
-
-    async def subscribed(self) -> LiveEvents:
-        """Subscribe now rather than on the first read: every event published from here on
-        is kept, so a snapshot read after this misses nothing in between."""
-        self._stream = await self._events.open(self._organization_id)
-        return self
-
-    def __aiter__(self) -> LiveEvents:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        return await anext(self._stream)
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            # Unsubscribes now rather than whenever the stream is garbage collected.
-            if isinstance(self._stream, AsyncGenerator):
-                await self._stream.aclose()
-        finally:
-            self._quota.release(self._organization_id)
+async def _events(
+    context: SocketContext, subject: Subject, stream: LiveEvents, wanted: frozenset[str] | None
+) -> AsyncGenerator[Event, None]:
+    async for body in stream:
+        # A test key sees test-mode events only, a live key live ones, as with webhooks.
+        if body.get("livemode") is not subject.livemode:
+            continue
+        if wanted is not None and body.get("type") not in wanted:
+            continue
+        await context.recheck()
+        yield as_event(body)
 
 
 async def _relay(
     context: SocketContext, subject: Subject, wanted: frozenset[str] | None
 ) -> AsyncGenerator[Event, None]:
     stream = LiveEvents(context, subject)
-    try:
-        async for body in stream:
-            # A test key sees test-mode events only, a live key live ones, as with webhooks.
-            if body.get("livemode") is not subject.livemode:
-                continue
-            if wanted is not None and body.get("type") not in wanted:
-                continue
-            await context.recheck()
-            yield as_event(body)
-    except GraphQLError:
-        raise
-    except Exception as exc:
-        # e.g. Redis gone: Strawberry would send str(exc) to the client; log it, say less.
-        logger.exception("event stream failed", organization_id=subject.organization_id)
-        raise GraphQLError(
-            "The event stream was interrupted; subscribe again",
-            extensions={"code": "stream_interrupted"},
-        ) from exc
-    finally:
-        await stream.aclose()
+    events = follow_live(stream, _events(context, subject, stream, wanted), subject.organization_id)
+    async with aclosing(events):
+        async for event in events:
+            yield event
 
 
 @strawberry.type

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.requests import Request
 from strawberry.dataloader import DataLoader
 
-from app.auth.subject import PrincipalType, Subject
+from app.access.subject import PrincipalType, Subject
 from app.graphql.errors import Forbidden, Unauthenticated
 from app.resources import Resources
 

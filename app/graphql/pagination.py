@@ -9,7 +9,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import strawberry
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.graphql.errors import as_graphql_error
 from app.kit.errors import DomainError, InvalidInput
 from app.kit.pagination import MAX_LIMIT, CursorPage, CursorParams, NumberedPage

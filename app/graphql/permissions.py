@@ -8,7 +8,7 @@ from strawberry.extensions import FieldExtension
 from strawberry.permission import BasePermission, PermissionExtension
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.graphql.errors import Forbidden, Unauthenticated
 
 

@@ -31,8 +31,8 @@ from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
-from app.auth.subject import Subject
+from app.access.scopes import Scope
+from app.access.subject import Subject
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failure_as_graphql_error, failures
 from app.graphql.inputs import provided

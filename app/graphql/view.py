@@ -31,7 +31,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import Subscr
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UnsetType
 
-from app.auth.gate import (
+from app.access.gate import (
     authenticate,
     check_organization_header,
     client_address,
@@ -39,13 +39,13 @@ from app.auth.gate import (
     enforce_login_address_limit,
     record_key_use,
 )
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.config import Settings
-from app.events.graphql import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.graphql.context import Context
 from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
 from app.graphql.schema import OPERATION_CACHE, build_schema
+from app.graphql.socket import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
 from app.kit.body import (
     WEBSOCKET_MAX_MESSAGE_BYTES,
     BodyLimit,

@@ -15,8 +15,8 @@ from strawberry.dataloader import DataLoader
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from app.access.scopes import Scope
 from app.auth.graphql import User, user_loader
-from app.auth.scopes import Scope
 from app.conversations.graphql import ConversationMessage, load_recent_messages
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection

@@ -1,4 +1,4 @@
-"""/api/v1/inbox/tickets: routes → inbox service → the spec's JSON shapes."""
+"""/api/v1/inbox/tickets: routes → inbox service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Literal
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.inbox import service
 from app.inbox.schemas import TicketAssign, TicketCreate, TicketResponse, ticket_to_public
 from app.kit.pagination import envelope_c
@@ -60,7 +60,7 @@ OPERATIONS = (
         request_model=TicketCreate,
         response_model=TicketResponse,
         errors=(400, 404, 422),
-        # The seed: the caller's organization must be named on ticket creation.
+        # docs/api.md: the caller's organization must be named on ticket creation.
         requires_organization_header=True,
     ),
     Operation(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.events.service import emit

@@ -5,7 +5,7 @@ imports the ones that exist and takes a named attribute from each:
 
 | module     | attribute                        | collected by                         |
 | ---------- | -------------------------------- | ------------------------------------ |
-| models     | (the import registers its tables) | app/db/models.py (Base.metadata)     |
+| models     | (the import registers its tables) | app/tables.py (Base.metadata)     |
 | graphql    | Query, Mutation, Subscription    | app/graphql/schema.py (root types)   |
 | rest       | OPERATIONS                       | rest_compat/app.py (/api/v1 routes)  |
 | tasks      | TASKS                            | the job engine (workers/jobs.py)     |

@@ -1,4 +1,4 @@
-"""DomainError → the HTTP JSON body of the spec, in one place, for REST and for /graphql's
+"""DomainError → the HTTP JSON body docs/api.md gives, in one place, for REST and for /graphql's
 HTTP-level answers (credentials, rate limits, internal errors)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The three list envelopes of the spec, and the inputs that drive them.
+"""The three list envelopes of docs/api.md, and the inputs that drive them.
 
 A: page/limit (campaigns, templates). B: page/page_size (call logs).
 C: cursor (`starting_after` / `ending_before`), the general scheme for collections.

@@ -1,14 +1,10 @@
 """Rate limiting with GCRA, in memory or in Redis, with one set of rules.
 
-GCRA (generic cell rate algorithm) keeps one number per key, the theoretical
-arrival time (TAT): when the bucket will be full again. That makes a limit
-"`limit` per `period`, with bursts of up to `limit`" cost one read and one
-write per hit, with no timers and no per-request lists.
-
-All arithmetic is done in integer microseconds. Floats would round a little on
-every hit, so a burst of exactly `limit` could be denied by a rounding error,
-and the in-memory and Redis (Lua, doubles only) versions could drift apart.
-Integers below 2**53 are exact in both, so both give identical decisions.
+A limit "`limit` per `period`, with bursts of up to `limit`" is one GCRA bucket
+per key (app/kit/gcra.py, the one implementation in Python and in Lua), so it
+costs one read and one write per hit, and the in-memory and Redis limiters give
+identical decisions (integer microseconds: a burst of exactly `limit` is never
+denied by a rounding error).
 
 The emission interval (time one request "costs") is `ceil(period / limit)`
 microseconds, so a limit is never exceeded because of rounding; the price is
@@ -25,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from app.kit import gcra
 from app.kit.redis_clients import REDIS_FAILURES, OutageReport
 
 if TYPE_CHECKING:
@@ -120,19 +117,15 @@ def _intervals(limit: RateLimit, cost: int) -> tuple[int, int]:
 def _gcra(
     stored_tat: int | None, now: int, interval: int, burst: int, cost: int
 ) -> tuple[int, int, int, int]:
-    """One GCRA step: (allowed 0/1, remaining, retry_after_us, TAT after the hit).
+    """One hit as a GCRA step: (allowed 0/1, remaining, retry_after_us, TAT after the hit).
 
-    A denied hit leaves the TAT as it was, so retrying early costs nothing.
-    `_LUA` is a line-by-line copy of this function; keep the two in step.
+    A denied hit leaves the TAT as it was, so retrying early costs nothing. `_LUA` reads
+    the step's answer the same way.
     """
-    tat = now if stored_tat is None or stored_tat < now else stored_tat
-    new_tat = tat + cost * interval
-    allow_at = new_tat - burst
-    if now < allow_at:
-        remaining = max(0, (burst - (tat - now)) // interval)
-        return 0, remaining, allow_at - now, tat
-    remaining = max(0, (burst - (new_tat - now)) // interval)
-    return 1, remaining, 0, new_tat
+    outcome = gcra.step(stored_tat or 0, now, interval, burst, cost, cost)
+    if not outcome.allowed:
+        return 0, max(0, outcome.available), outcome.wait, outcome.tat
+    return 1, outcome.available - cost, 0, outcome.tat
 
 
 def _decision(allowed: int, remaining: int, retry_after_us: int, reset_after_us: int) -> Decision:
@@ -205,7 +198,9 @@ class MemoryRateLimiter:
 # don't matter. TIME before a write needs effects replication, the default
 # since Redis 5 and the only mode in 7, so no redis.replicate_commands().
 # The key expires when the bucket is full again, so idle keys vanish.
-_LUA: Final = """
+_LUA: Final = (
+    gcra.LUA
+    + """
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
@@ -216,21 +211,17 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local new_tat = tat + cost * interval
-local allow_at = new_tat - burst
-if now < allow_at then
-  local remaining = math.max(0, math.floor((burst - (tat - now)) / interval))
-  return {0, remaining, allow_at - now, tat - now}
+local stored = tonumber(redis.call('GET', KEYS[1]) or 0)
+local allowed, _, available, wait, tat = gcra(stored, now, interval, burst, cost, cost, 0)
+if allowed == 0 then
+  return {0, math.max(0, available), wait, tat - now}
 end
 if cost > 0 then
-  redis.call('SET', KEYS[1], string.format('%.0f', new_tat),
-             'PX', math.ceil((new_tat - now) / 1000))
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
 end
-local remaining = math.max(0, math.floor((burst - (new_tat - now)) / interval))
-return {1, remaining, 0, new_tat - now}
+return {1, available - cost, 0, tat - now}
 """
+)
 
 
 class RedisRateLimiter:

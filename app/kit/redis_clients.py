@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 from redis.asyncio import Redis
@@ -31,12 +31,24 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-if TYPE_CHECKING:  # app.config imports app.kit.ratelimit, which imports this module
+if TYPE_CHECKING:
     from prometheus_client import Counter
 
-    from app.config import Settings
-
 logger = structlog.get_logger("switchboard.redis")
+
+
+class RedisSettings(Protocol):
+    """What the clients read of the settings (app/config.py, a layer above the kit)."""
+
+    @property
+    def redis_url(self) -> str | None: ...
+
+    @property
+    def redis_connect_timeout_seconds(self) -> float: ...
+
+    @property
+    def redis_timeout_seconds(self) -> float: ...
+
 
 # What a failing Redis raises: its own errors (timeouts included), and the socket's.
 REDIS_FAILURES: tuple[type[BaseException], ...] = (RedisError, OSError, TimeoutError)
@@ -63,7 +75,7 @@ def failures_counter() -> Counter:
     )
 
 
-def command_client(settings: Settings) -> Redis | None:
+def command_client(settings: RedisSettings) -> Redis | None:
     """Every command bounded by the settings' timeouts; None without REDIS_URL."""
     if not settings.redis_url:
         return None
@@ -77,7 +89,7 @@ def command_client(settings: Settings) -> Redis | None:
     )
 
 
-def listening_client(settings: Settings) -> Redis | None:
+def listening_client(settings: RedisSettings) -> Redis | None:
     """For pub/sub: connects within the connect timeout, then waits for messages forever."""
     if not settings.redis_url:
         return None

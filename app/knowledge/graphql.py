@@ -13,7 +13,7 @@ from typing import Any
 import strawberry
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.permissions import requires

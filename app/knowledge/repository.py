@@ -140,7 +140,7 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
     )
 
     async def all_documents(self) -> list[Any]:
-        """Every document of the organization, newest first (the spec's list has no pages;
+        """Every document of the organization, newest first (the documented list has no pages;
         `knowledge_max_documents` bounds it)."""
         rows = await self._execute(
             select(*self.list_columns)

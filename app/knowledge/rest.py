@@ -1,10 +1,10 @@
-"""/api/v1/knowledge-base: routes → knowledge service → the spec's JSON shapes."""
+"""/api/v1/knowledge-base: routes → knowledge service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
 from starlette.responses import Response, StreamingResponse
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.knowledge import service
 from app.knowledge.filetypes import DocumentType, content_disposition
 from app.knowledge.runtime import knowledge_runtime

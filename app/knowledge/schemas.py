@@ -28,7 +28,7 @@ class KnowledgeSearch(BaseModel):
 
 
 class KnowledgeDocumentResponse(BaseModel):
-    """The spec's KnowledgeDocumentResponse plus the index state."""
+    """The documented KnowledgeDocumentResponse (docs/api.md) plus the index state."""
 
     id: str
     organization_id: str

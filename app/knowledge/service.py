@@ -24,9 +24,10 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.config import Settings
 from app.events.service import emit
+from app.events.types import DOCUMENT_UPDATED
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, NotFound, RateLimited
@@ -57,8 +58,6 @@ logger = structlog.get_logger("switchboard.knowledge")
 INDEX_ACTOR = "knowledge.index_document"
 COLLECT_ACTOR = "knowledge.collect_object"
 KNOWLEDGE_QUEUE = "knowledge"
-DOCUMENT_UPDATED = "knowledge.document.updated"
-KNOWLEDGE_EVENTS = (DOCUMENT_UPDATED,)
 # Long enough for any upload to finish writing its row after its object.
 COLLECT_AFTER = timedelta(minutes=15)
 DOCUMENT = "Document"

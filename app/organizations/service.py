@@ -9,7 +9,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.jwt import TokenClaims, issue_token
+from app.access.jwt import TokenClaims, issue_token
 from app.kit.errors import Conflict, InvalidInput, InvalidLogin, NotFound
 from app.kit.validation import display_name
 from app.organizations import repository

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.http_errors import json_response
 from app.provider_credentials import service
 from app.provider_credentials.schemas import (

@@ -15,7 +15,7 @@ import orjson
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound

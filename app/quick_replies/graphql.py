@@ -8,7 +8,7 @@ from typing import Any, cast
 import strawberry
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.graphql.context import Context
 from app.graphql.pagination import Connection
 from app.graphql.permissions import requires

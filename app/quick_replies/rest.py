@@ -1,10 +1,10 @@
-"""/api/v1/quick-replies: routes → quick replies service → the spec's JSON shape."""
+"""/api/v1/quick-replies: routes → quick replies service → the JSON shape of docs/api.md."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.queries import CursorQuery
 from app.quick_replies import service
 from app.quick_replies.cache import snippet_cache

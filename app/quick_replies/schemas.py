@@ -86,7 +86,7 @@ class QuickReplyUpdate(BaseModel):
 
 
 class QuickReplyResponse(BaseModel):
-    """The spec's shape; documents the OpenAPI schema. Runtime uses `quick_reply_to_public`."""
+    """docs/api.md's shape; documents OpenAPI. Runtime uses `quick_reply_to_public`."""
 
     id: str
     shortcut: str

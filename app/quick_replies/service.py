@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.cache import GenerationalCache, invalidate_after_commit
 from app.kit.errors import Conflict, InvalidInput
 from app.kit.jsonutil import dumps, loads

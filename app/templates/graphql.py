@@ -14,7 +14,7 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.channels.service import PlatformFailure
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error

@@ -1,10 +1,10 @@
-"""/api/v1/templates: routes → templates service → the seed's and CONTRACT §3's shapes."""
+"""/api/v1/templates: routes → templates service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.pagination import PageParams, envelope_a
 from app.templates import service
 from app.templates.schemas import (

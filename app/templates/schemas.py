@@ -230,7 +230,7 @@ def template_to_public(template: Any) -> dict[str, Any]:
 
 
 def library_to_public(entry: dict[str, Any]) -> dict[str, Any]:
-    """A library entry in the spec's shape, whichever platform answered it."""
+    """A library entry in the documented shape (docs/api.md), whichever platform answered it."""
     header = entry.get("header")
     return {
         "id": str(entry.get("id", "")),

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.channels.service import PlatformFailure
@@ -85,7 +85,7 @@ ALREADY_EXISTS_SUBCODE = 2388024
 
 
 class ChannelNotFound(InvalidInput):
-    """The seed answers a template create or sync naming an unknown channel with 400."""
+    """A template create or sync naming an unknown channel answers 400 (docs/api.md)."""
 
     code = "channel_not_found"
 
@@ -378,7 +378,7 @@ async def create_from_library(
     library_template_id: str,
     data: LibraryCreate,
 ) -> MessageTemplate:
-    """CONTRACT §3: a library entry (by id or name) becomes the organization's template."""
+    """docs/api.md: a library entry (by id or name) becomes the organization's template."""
     query = LibraryQuery(channel_id=data.channel_id)
     entries = await browse_library(session, subject, settings, query)
     entry = next((e for e in entries if library_template_id in (e["id"], e["name"])), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.kit.jobs import Task, with_resources
+from app.jobs import Task, with_resources
 from app.resources import Resources
 from app.templates import service
 from app.templates.service import SUBMIT_ACTOR, SUBMIT_QUEUE

@@ -5,5 +5,6 @@ The carrier connects each answered live call to this service's public URL (TwiML
 single-use token bound to the call (tokens.py) and runs through a pipecat pipeline
 (pipeline.py: serializer, VAD, speech to text, the conversation engine, speech, transport).
 The call's session (session.py) keeps the transcript, acts through the carrier's REST API
-(hang up, transfer, voicemail) and records the end. docs/architecture.md, "Live voice".
+(hang up, transfer, voicemail) and records the end. A browser session (browser.py) runs the
+same call on a web page's websocket. docs/architecture.md, "Live voice".
 """

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from pipecat.frames.frames import SystemFrame
 
+# The event of the pipeline's messages that carry a transcript segment as it is said.
+TRANSCRIPT_MESSAGE = "transcript"
+
 
 @dataclass
 class StreamFault(SystemFrame):

@@ -18,7 +18,7 @@ import structlog
 from pipecat.frames.frames import Frame, OutputTransportMessageUrgentFrame
 from pipecat.serializers.twilio import TwilioFrameSerializer
 
-from app.voice.frames import CarrierMark, StreamFault, StreamStopped
+from app.voice.frames import TRANSCRIPT_MESSAGE, CarrierMark, StreamFault, StreamStopped
 
 logger = structlog.get_logger("switchboard.voice")
 
@@ -41,6 +41,8 @@ class MediaStreamSerializer(TwilioFrameSerializer):
 
     async def serialize(self, frame: Frame) -> str | bytes | None:
         if isinstance(frame, OutputTransportMessageUrgentFrame) and isinstance(frame.message, dict):
+            if frame.message.get("event") == TRANSCRIPT_MESSAGE:
+                return None  # not the carrier's protocol; the call log keeps the transcript
             # Messages of the session (marks) belong to this stream.
             return json.dumps({**frame.message, "streamSid": self.stream_sid})
         return await super().serialize(frame)

@@ -4,7 +4,8 @@ Progress (`record_progress`): the transcript so far, the engine's events of the 
 the last write, and the media heartbeat, in one short transaction every few segments and at
 every heartbeat; a process that dies leaves the transcript up to its last write, and the
 sweep (`fail_stale_streams`) ends the call `failed` with `process_lost` once its heartbeat is
-older than `voice_stale_after_seconds`. The end (`finish_call`): status, duration, summary,
+older than `voice_stale_after_seconds` (a browser session never opened: `not_connected`,
+its heartbeat being its token's expiry). The end (`finish_call`): status, duration, summary,
 usage and cost, `end_reason`, `call.completed`, and for a completed live call the job that
 adds the carrier's price and recording later (app/calls/tasks.py).
 """
@@ -18,6 +19,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.calls.analysis import analyze_after_call
 from app.calls.models import CallLog
 from app.calls.repository import call_log_for_carrier, stale_streams
 from app.calls.schemas import call_log_to_public
@@ -30,6 +32,7 @@ from app.resources import Resources
 logger = structlog.get_logger("switchboard.voice")
 
 PROCESS_LOST = "process_lost"
+NOT_CONNECTED = "not_connected"
 SWEEP_BATCH = 100
 
 
@@ -102,6 +105,7 @@ async def finish_call(session: AsyncSession, call_log_id: str, outcome: CallOutc
     await session.flush()
     for event_type, data in outcome.events:
         await emit(session, call_log, event_type, data)
+    await analyze_after_call(session, call_log)
     await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
     if call_log.livemode and call_log.call_id.startswith("CA") and outcome.status == "completed":
         outbox.schedule(session, FETCH_DETAILS_ACTOR, call_log.id, queue=CALLS_QUEUE)
@@ -123,13 +127,16 @@ async def fail_stale_streams(resources: Resources, stale_after_seconds: float) -
             if heartbeat is None or heartbeat >= cutoff:
                 continue  # beat again meanwhile
             call_log.status = "failed"
-            call_log.end_reason = PROCESS_LOST
+            # A token still stored: a browser session that was never opened (app/calls/web.py).
+            opened = call_log.stream_token_hash is None
+            call_log.end_reason = PROCESS_LOST if opened else NOT_CONNECTED
             call_log.media_heartbeat_at = None
             call_log.stream_token_hash = None
             call_log.ended_at = max(utcnow(), call_log.started_at)
             elapsed = (heartbeat - call_log.started_at).total_seconds()
-            call_log.duration_seconds = max(0, round(elapsed))
+            call_log.duration_seconds = max(0, round(elapsed)) if opened else 0
             await session.flush()
+            await analyze_after_call(session, call_log)
             await emit(session, call_log, CALL_COMPLETED, call_log_to_public(call_log))
             ended += 1
         await session.commit()

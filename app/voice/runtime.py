@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from starlette.applications import Starlette
 
+from app.calls import placement
 from app.calls.tasks import LiveCarrier
 from app.engine.engine import EngineClients
 from app.resources import Resources
@@ -74,6 +75,8 @@ class VoiceRuntime:
         while True:
             try:
                 await fail_stale_streams(self.resources, self.settings.voice_stale_after_seconds)
+                # Outbound calls the carrier never confirmed (app/calls/placement.py).
+                await placement.sweep(self.resources)
             except Exception:  # the database is away: the next round tries again
                 logger.exception("voice sweep failed")
             await asyncio.sleep(every)

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from app.config import Settings, get_settings
-from app.main import healthz, readyz
+from app.health import healthz, readyz
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from app.voice.callbacks import ROUTES

@@ -44,7 +44,7 @@ from app.engine.engine import ConversationEngine
 from app.engine.pricing import speech_cost_usd
 from app.engine.types import LLM_UNAVAILABLE, AgentProfile, Message, TurnResult, Usage
 from app.kit.errors import RateLimited
-from app.voice.frames import CarrierMark, StreamFault, StreamStopped
+from app.voice.frames import TRANSCRIPT_MESSAGE, CarrierMark, StreamFault, StreamStopped
 from app.voice.line import CallLine
 from app.voice.record import CallOutcome
 
@@ -313,11 +313,21 @@ class AgentTurns(FrameProcessor):
         self._marks = 0
         session.turns = self
 
+    async def _note(self, speaker: str, text: str) -> float:
+        """A transcript segment, kept by the session and sent down the pipeline as a
+        message (a browser shows it; the carrier's serializer drops it)."""
+        at = self.session.segment(speaker, text)
+        segment = {"speaker": speaker, "text": text, "timestamp": at}
+        await self.push_frame(
+            OutputTransportMessageUrgentFrame(message={"event": TRANSCRIPT_MESSAGE, **segment})
+        )
+        return at
+
     # Speaking
 
     async def speak(self, text: str) -> None:
         """Say `text` as it is (the welcome, a closing line), noted in the transcript."""
-        self.session.segment("agent", text)
+        await self._note("agent", text)
         self.session.history.append(Message.assistant(text))
         self.session.tts_characters += len(text)
         self.session.utterances += 1
@@ -343,13 +353,13 @@ class AgentTurns(FrameProcessor):
             if self._spoken_words:  # what was said before the caller cut in
                 said = "".join(self._spoken_words).strip()
                 if said:
-                    self.session.segment("agent", said)
+                    await self._note("agent", said)
                     self.session.history.append(Message.assistant(said))
         self._spoken_words = []
 
     async def _run_turn(self, text: str) -> None:
         session = self.session
-        asked_at = session.segment("caller", text)
+        asked_at = await self._note("caller", text)
         session.history.append(Message.user(text))
         self._spoken_words = []
         started = False
@@ -384,7 +394,7 @@ class AgentTurns(FrameProcessor):
         session.history.extend(result.messages)
         session.usage += result.usage
         session.llm_cost += result.cost
-        reply_at = session.segment("agent", result.reply) if result.reply else asked_at
+        reply_at = await self._note("agent", result.reply) if result.reply else asked_at
         session.add_events(result, asked_at, reply_at)
         await session.save_progress()
         action = result.action

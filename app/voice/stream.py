@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from app.agents.models import Agent
 from app.calls.models import CallLog
 from app.calls.telephony import GATEWAY_ID_PREFIX, MEDIA_STREAM_PATH
+from app.calls.web import is_browser_session
 from app.engine.engine import ConversationEngine
 from app.engine.limits import ConversationLimitReached
 from app.engine.types import AgentProfile
@@ -36,10 +37,15 @@ from app.provider_credentials.service import (
     credential_for_use,
 )
 from app.resources import Resources
-from app.voice.line import CarrierLine
+from app.voice.line import CallLine, CarrierLine
 from app.voice.record import finish_call, record_progress
 from app.voice.runtime import VoiceRuntime, runtime_of
 from app.voice.tokens import consume_stream_token
+
+if TYPE_CHECKING:
+    from pipecat.serializers.base_serializer import FrameSerializer
+
+    from app.voice.session import CallSession
 
 logger = structlog.get_logger("switchboard.voice")
 
@@ -150,6 +156,10 @@ async def _open(
             return None
         call_log = await session.get(CallLog, call_log_id)
         assert call_log is not None
+        if is_browser_session(call_log):  # a browser's token opens its own stream only
+            await session.rollback()
+            logger.info("media stream refused", reason="browser", call_log_id=call_log_id)
+            return None
         if call_log.call_id.startswith(GATEWAY_ID_PREFIX):
             call_log.call_id = call_sid  # the stream came before the placement was recorded
         elif call_log.call_id != call_sid:
@@ -171,6 +181,44 @@ async def _run(
     agent_row: Agent,
     start: dict[str, Any],
 ) -> None:
+    from app.voice.protocol import SAMPLE_RATE, MediaStreamSerializer
+
+    call_sid = str(start["callSid"])
+    serializer = MediaStreamSerializer(
+        str(start["streamSid"]), max_message_bytes=runtime.settings.voice_max_message_bytes
+    )
+    try:
+        await hold_call(
+            websocket,
+            runtime,
+            call_log,
+            agent_row,
+            call_sid=call_sid,
+            line=CarrierLine(runtime.carrier.client, call_sid),
+            serializer=serializer,
+            sample_rate=SAMPLE_RATE,
+            audio_out_10ms_chunks=2,  # 20 ms media messages, as the carrier sends them
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await websocket.close()
+
+
+async def hold_call(
+    websocket: WebSocket,
+    runtime: VoiceRuntime,
+    call_log: CallLog,
+    agent_row: Agent,
+    *,
+    call_sid: str,
+    line: CallLine,
+    serializer: FrameSerializer,
+    sample_rate: int,
+    audio_out_10ms_chunks: int,
+) -> CallSession:
+    """Run the call on `websocket` (whose far end `serializer` speaks) until it is over,
+    then record its end and, unless the caller already left, hang up `line`. Every live
+    transport (the carrier's stream, a browser's) comes through here."""
     # pipecat is imported with the first call, not with the API.
     quiet_pipecat()
     from pipecat.transports.websocket.fastapi import (
@@ -179,7 +227,6 @@ async def _run(
     )
 
     from app.voice.pipeline import run_agent_call
-    from app.voice.protocol import SAMPLE_RATE, MediaStreamSerializer
     from app.voice.session import CallSession, LiveCall
     from app.voice.speech import choose_voice, guard, speech_to_text, text_to_speech
 
@@ -200,10 +247,12 @@ async def _run(
         await guard(voice_key, allow_private)
     except DomainError:
         voice_key = None
+    if deepgram is None:
+        logger.info("call without speech to text", call_log_id=call_log.id, reason="no_deepgram")
     choice = choose_voice(voice_settings, voice_key is not None)
     call = LiveCall(
         call_log_id=call_log.id,
-        call_sid=str(start["callSid"]),
+        call_sid=call_sid,
         direction=call_log.direction,
         agent=agent,
         stt_provider="deepgram" if deepgram is not None else None,
@@ -217,7 +266,6 @@ async def _run(
             await session.commit()
         return kept
 
-    line = CarrierLine(runtime.carrier.client, call.call_sid)
     session = CallSession(
         call=call,
         engine=engine,
@@ -225,17 +273,14 @@ async def _run(
         write_progress=write_progress,
         speech_prices=settings.voice_prices,
     )
-    serializer = MediaStreamSerializer(
-        str(start["streamSid"]), max_message_bytes=settings.voice_max_message_bytes
-    )
     transport = FastAPIWebsocketTransport(
         websocket,
         FastAPIWebsocketParams(
             audio_in_enabled=True,
             audio_out_enabled=True,
-            audio_in_sample_rate=SAMPLE_RATE,
-            audio_out_sample_rate=SAMPLE_RATE,
-            audio_out_10ms_chunks=2,  # 20 ms media messages, as the carrier sends them
+            audio_in_sample_rate=sample_rate,
+            audio_out_sample_rate=sample_rate,
+            audio_out_10ms_chunks=audio_out_10ms_chunks,
             audio_out_end_silence_secs=0,
             serializer=serializer,
             allowed_origins=[],
@@ -248,10 +293,11 @@ async def _run(
             await run_agent_call(
                 session,
                 transport,
-                stt=speech_to_text(deepgram, str(config.get("language") or "en-US"), SAMPLE_RATE),
-                tts=text_to_speech(choice, voice_key, SAMPLE_RATE),
+                stt=speech_to_text(deepgram, str(config.get("language") or "en-US"), sample_rate),
+                tts=text_to_speech(choice, voice_key, sample_rate),
                 welcome=welcome,
                 settings=settings,
+                sample_rate=sample_rate,
             )
     except ConversationLimitReached:
         session.end_now("ai_limit")
@@ -263,8 +309,7 @@ async def _run(
         await _finish(session, resources)
         if session.end_reason not in LINE_ALREADY_DONE and not session.closing:
             await line.hang_up()
-        with contextlib.suppress(Exception):
-            await websocket.close()
+    return session
 
 
 async def _finish(session: Any, resources: Resources) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from datetime import UTC, datetime
 
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -65,3 +66,8 @@ async def consume_stream_token(session: AsyncSession, token: str) -> str | None:
         .values(stream_token_hash=None, media_heartbeat_at=utcnow(), updated_at=utcnow())
     )
     return call_log_id if getattr(result, "rowcount", 0) == 1 else None
+
+
+def token_expires_at(token: str) -> datetime:
+    """When a token made by `new_stream_token` stops opening its stream."""
+    return datetime.fromtimestamp(int(token.split(".")[1]), tz=UTC)

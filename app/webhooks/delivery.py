@@ -27,11 +27,11 @@ from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
 from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
+from app.events.types import WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.kit import outbox
 from app.kit.clock import utcnow
 from app.kit.ids import new_id
 from app.kit.jsonutil import dumps
-from app.webhooks.events import WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 from app.webhooks.schemas import webhook_to_public
 from app.webhooks.sender import AttemptOutcome, WebhookSender

@@ -12,7 +12,7 @@ from typing import Any, cast
 import strawberry
 from strawberry.types import Info
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires

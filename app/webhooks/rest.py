@@ -1,4 +1,4 @@
-"""/api/v1/webhooks: routes → webhooks service → the spec's JSON shapes."""
+"""/api/v1/webhooks: routes → webhooks service → the JSON shapes of docs/api.md."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 from starlette.responses import Response
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.kit.pagination import MAX_LIMIT, CursorPage, envelope_c
 from app.kit.queries import CursorQuery
 from app.webhooks import service
@@ -26,13 +26,13 @@ from rest_compat.resource import create_handler, delete_handler, get_handler, up
 
 
 class WebhookListQuery(CursorQuery):
-    """The spec lists every subscription at once; paging is optional, up to 100 a page."""
+    """The documented API lists every subscription at once; paging is optional, up to 100 a page."""
 
     limit: int = Field(default=MAX_LIMIT, ge=1, le=MAX_LIMIT)
 
 
 def _webhook_list(items: list[dict[str, Any]], page: CursorPage[Any]) -> dict[str, Any]:
-    # `webhooks` is the spec's shape; the cursor fields ride along for clients that page.
+    # `webhooks` is the documented shape; the cursor fields ride along for clients that page.
     return {
         "webhooks": items,
         "has_more": page.has_more,

@@ -6,16 +6,17 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
+from app.events.types import SUBSCRIBABLE_EVENTS
 from app.kit.serialize import public_shape
 from app.kit.validation import HTTP_URL_PATTERN, refuse_null, without_null
-from app.webhooks.events import MAX_URL_LENGTH, SUBSCRIBABLE_EVENTS
+from app.webhooks.events import MAX_URL_LENGTH
 
 # Cap on the list a caller sends (before repeats are dropped): list inputs stop at 100 items.
 MAX_EVENT_ITEMS = 100
 MAX_EVENT_NAME_LENGTH = 100
 
 # The prefix rule, the allowed names and "at least one" are the service's checks (400 with
-# the spec's messages); the schema documents them so clients and fuzzers see the rules.
+# the documented messages); the schema documents them so clients and fuzzers see the rules.
 _URL_SCHEMA: dict[str, Any] = {"maxLength": MAX_URL_LENGTH, "pattern": HTTP_URL_PATTERN}
 _EVENTS_SCHEMA: dict[str, Any] = {"minItems": 1}
 _EVENT_NAME_SCHEMA: dict[str, Any] = {"enum": list(SUBSCRIBABLE_EVENTS)}
@@ -74,7 +75,7 @@ class WebhookSubscriptionResponse(BaseModel):
 
 
 class WebhookListResponse(BaseModel):
-    """`GET /webhooks`: the spec's `webhooks` array, plus cursor fields for paging."""
+    """`GET /webhooks`: the documented `webhooks` array, plus cursor fields for paging."""
 
     webhooks: list[WebhookSubscriptionResponse]
     has_more: bool

@@ -1,6 +1,6 @@
 """Webhook subscription operations: the resolvers REST and GraphQL both call.
 
-URL checks happen in this order: the spec's prefix rule (400 "URL must start with http:// or
+URL checks happen in this order: the documented prefix rule (400 "URL must start with http:// or
 https://"), then the SSRF guard of `app.webhooks.ssrf`, which resolves the host unless the
 operator allows private URLs. The guard runs again on every delivery (DNS can change), so the
 check here is what gives the caller an early, clear 400.
@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.auth.subject import Subject
+from app.access.subject import Subject
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidState, NotFound
 from app.kit.pagination import CursorPage, CursorParams

@@ -1,15 +1,15 @@
-"""Webhook secrets and the signature headers every delivery carries (CONTRACT §4).
+"""Webhook secrets and the signature headers every delivery carries (docs/api.md).
 
 Two schemes sign the same raw body bytes, each with its own key taken from the one secret:
 
 - `X-Service-Signature: sha256=<hex>`: HMAC-SHA256 of the body, key = the whole secret string
-  (prefix included) as UTF-8, as the spec's integrators compute it.
+  (prefix included) as UTF-8, as integrators compute it (docs/api.md).
 - Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`): HMAC-SHA256 of
   `{id}.{timestamp}.{body}`, key = base64-decoded secret after `whsec_`, so
   `standardwebhooks.Webhook(secret).verify(body, headers)` works as is.
 
 Several secrets (rotation: the new one first, the old one while receivers switch over) give
-one signature each. The contract is silent on how `X-Service-Signature` lists several; we use
+one signature each. The documented API is silent on how `X-Service-Signature` lists several; we use
 a comma-separated list, `sha256=<hex>,sha256=<hex>`, which with one secret is exactly the
 documented single value. `webhook-signature` separates them with spaces, as that spec says.
 """

@@ -1,6 +1,6 @@
 """SSRF guard for webhook URLs: refuse URLs that reach this host or its private networks.
 
-Two moments use it (CONTRACT §1, `SWITCHBOARD_ALLOW_PRIVATE_WEBHOOK_URLS`):
+Two moments use it (docs/api.md, Webhooks; `SWITCHBOARD_ALLOW_PRIVATE_WEBHOOK_URLS` turns it off):
 
 1. Create/update of a subscription: `resolve_public_addresses(url, allow_private=...)` refuses
    the URL with InvalidInput (a 400 `{"detail": ...}`).

@@ -1,4 +1,4 @@
-"""Agents over REST: the spec's shapes and `{error, message}` bodies, agent_config rules,
+"""Agents over REST: the documented shapes and `{error, message}` bodies, agent_config rules,
 full updates, isolation, cursor paging and scopes."""
 
 from __future__ import annotations

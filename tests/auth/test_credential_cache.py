@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app.auth.cache import CredentialCache
+from app.access.cache import CredentialCache
 
 
 def test_a_disabled_cache_neither_stores_nor_serves() -> None:
@@ -51,5 +51,5 @@ def test_entries_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     cache.set_enabled(True)
     cache.put("h", "row", cache.generation)
     later = time.monotonic() + 11
-    monkeypatch.setattr("app.auth.cache.time.monotonic", lambda: later)
+    monkeypatch.setattr("app.access.cache.time.monotonic", lambda: later)
     assert cache.get("h") is None

@@ -1,4 +1,4 @@
-"""CONTRACT §2 on the REST surface: 401/403 bodies, key lifecycle, organization_id header."""
+"""docs/api.md's Authentication on REST: 401/403 bodies, key lifecycle, organization_id header."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.jwt import TokenClaims, issue_token
-from app.auth.models import ApiKey
+from app.access.jwt import TokenClaims, issue_token
+from app.access.models import ApiKey
 from app.auth.service import revoke_api_key
 from app.kit.clock import utcnow
 from tests.conftest import TEST_SECRET, Tenant, TenantFactory

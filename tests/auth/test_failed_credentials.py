@@ -1,5 +1,5 @@
 """Failed credential checks are limited per client address (key spraying): past the limit the
-address's failures get 429 in the spec's shape, on REST and GraphQL alike, while a valid
+address's failures get 429 in the documented shape, on REST and GraphQL alike, while a valid
 credential from the same address (a neighbour behind one NAT) is always served; other addresses
 are not affected, and the address's failures are answered 401 again once its bucket has room."""
 
@@ -14,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.failures import FailedAuthentications
+from app.access.failures import FailedAuthentications
 from app.kit.errors import RateLimited
 from app.kit.ratelimit import MemoryRateLimiter, RateLimit
 from app.main import create_app

@@ -176,7 +176,7 @@ async def test_every_aliased_login_of_a_document_counts(
 async def test_the_organization_id_header_is_checked_on_graphql(
     client: httpx.AsyncClient, acme: Tenant, globex: Tenant
 ) -> None:
-    """docs/api.md, CONTRACT §2: optional on every route; when sent it must name the
+    """docs/api.md, `organization_id` header: optional on every route; when sent it must name the
     credential's organization, on /graphql as on REST (same 400 body)."""
     query = {"query": "{ viewer { organizationId } }"}
     for name in ("organization_id", "organization-id"):

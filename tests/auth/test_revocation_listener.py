@@ -15,7 +15,7 @@ from collections.abc import Callable
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from app.auth.cache import CHANNEL, CredentialCache, RevocationListener
+from app.access.cache import CHANNEL, CredentialCache, RevocationListener
 from tests.conftest import service_unavailable
 from tests.workers.tcp_proxy import silentable_proxy
 

@@ -8,11 +8,14 @@ carrier signs it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import format_datetime
 from typing import Any
 
 import uvicorn
@@ -51,6 +54,15 @@ class FakeCarrier:
     updates: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     update_hooks: list[Any] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Placement faults, for the next `delayed_answers` requests: the call is created, then
+    # the answer takes `answer_delay` seconds (longer than the client waits: a timeout after
+    # the carrier accepted); or, with `create_on_delay` false, the request is dropped after
+    # that long without a call.
+    delayed_answers: int = 0
+    answer_delay: float = 0.0
+    create_on_delay: bool = True
+    # The call list (Calls.json GET) answers 503 while this is set.
+    list_outage: bool = False
 
     def _authorized(self, request: Request) -> bool:
         expected = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
@@ -71,12 +83,21 @@ class FakeCarrier:
             return _error(503, 20503, "Service unavailable")
         if "StatusCallback" not in values:
             return _error(400, 21205, "StatusCallback is required by this fake")
+        with self.lock:
+            delayed = self.delayed_answers > 0
+            self.delayed_answers -= int(delayed)
+        if delayed and not self.create_on_delay:
+            await asyncio.sleep(self.answer_delay)
+            return _error(503, 20503, "Service unavailable")
         sid = "CA" + secrets.token_hex(16)
         call = {
             "sid": sid,
             "account_sid": ACCOUNT_SID,
+            "date_created": format_datetime(datetime.now(UTC), usegmt=True),
+            "start_time": None,
             "to": values["To"],
             "from": values["From"],
+            "direction": "outbound-api",
             "status": "queued",
             "duration": None,
             "price": None,
@@ -89,7 +110,69 @@ class FakeCarrier:
         with self.lock:
             self.calls[sid] = call
         public = {k: v for k, v in call.items() if k not in ("recordings", "twiml")}
+        if delayed:
+            await asyncio.sleep(self.answer_delay)  # accepted, but the answer comes too late
         return JSONResponse(public, status_code=201)
+
+    def start(self, sid: str) -> None:
+        """The carrier dials the call: it has a start time from now on."""
+        with self.lock:
+            call = self.calls[sid]
+            call.update(status="ringing", start_time=format_datetime(datetime.now(UTC), True))
+
+    async def list_calls(self, request: Request) -> Response:
+        """Calls.json GET: `To`, `From`, `Status` and `StartTime>` (calls started on or after
+        that day, UTC; calls not dialed yet have no start time and never match it)."""
+        query = [(k, v) for k, v in request.query_params.multi_items()]
+        with self.lock:
+            self.requests.append(("GET", request.url.path, query))
+        if not self._authorized(request) or request.path_params["account"] != ACCOUNT_SID:
+            return _error(401, 20003, "Authenticate")
+        if self.list_outage:
+            return _error(503, 20503, "Service unavailable")
+        wanted = dict(query)
+        since = wanted.get("StartTime>")
+        with self.lock:
+            listed = []
+            for call in self.calls.values():
+                if "To" in wanted and call["to"] != wanted["To"]:
+                    continue
+                if "From" in wanted and call["from"] != wanted["From"]:
+                    continue
+                if "Status" in wanted and call["status"] != wanted["Status"]:
+                    continue
+                if since is not None:
+                    started = call.get("start_time")
+                    if started is None:
+                        continue
+                    day = datetime.strptime(started, "%a, %d %b %Y %H:%M:%S GMT").date()
+                    if day.isoformat() < since:
+                        continue
+                listed.append({k: v for k, v in call.items() if k not in ("recordings", "twiml")})
+        listed.sort(key=lambda call: call.get("date_created") or "", reverse=True)
+        uri = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return JSONResponse(
+            {
+                "calls": listed,
+                "end": max(len(listed) - 1, 0),
+                "first_page_uri": uri,
+                "next_page_uri": None,
+                "page": 0,
+                "page_size": int(wanted.get("PageSize", "50")),
+                "previous_page_uri": None,
+                "start": 0,
+                "uri": uri,
+            }
+        )
+
+    def placement_requests(self) -> list[list[tuple[str, str]]]:
+        """The forms of every Calls.json POST (each one a call asked for)."""
+        with self.lock:
+            return [
+                form
+                for method, path, form in self.requests
+                if method == "POST" and path.endswith("/Calls.json")
+            ]
 
     async def fetch_call(self, request: Request) -> Response:
         with self.lock:
@@ -195,6 +278,7 @@ class FakeCarrier:
         return Starlette(
             routes=[
                 Route(f"{prefix}/Calls.json", self.create_call, methods=["POST"]),
+                Route(f"{prefix}/Calls.json", self.list_calls, methods=["GET"]),
                 Route(f"{prefix}/Calls/{{sid}}.json", self.fetch_call, methods=["GET"]),
                 Route(f"{prefix}/Calls/{{sid}}.json", self.update_call, methods=["POST"]),
                 Route(

@@ -14,7 +14,7 @@ from tests.conftest import StatementCounter, Tenant, TenantFactory, graphql
 FIELDS = """
 id organizationId callId agentId chatPhoneNumberId phoneNumberId contactId fromNumber toNumber
 direction status durationSeconds startedAt endedAt recordingUrl summary cost endReason
-answeredBy livemode createdAt updatedAt transcript { speaker text timestamp }
+answeredBy analysis livemode createdAt updatedAt transcript { speaker text timestamp }
 """
 GET = f"query($id: ID!) {{ callLog(id: $id) {{ {FIELDS} }} }}"
 LIST = """

@@ -1,4 +1,4 @@
-"""Call logs over REST: the spec's shape, envelope B paging, filters, search, isolation, scopes."""
+"""Call logs over REST: documented shape, envelope B paging, filters, search, isolation, scopes."""
 
 from __future__ import annotations
 
@@ -75,6 +75,7 @@ async def test_get_returns_the_call_log_shape(
         "cost",
         "end_reason",
         "answered_by",
+        "analysis",
         "livemode",
         "created_at",
         "updated_at",

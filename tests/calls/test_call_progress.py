@@ -4,7 +4,9 @@ the worker plays the simulated call, until call.completed ends the subscription.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,3 +192,50 @@ async def test_call_progress_follows_the_calls_mode(harness: Harness) -> None:  
         await _publish(harness, tenant, "call.completed", {"id": test_call, "status": "completed"})
         steps = await messages_until_complete(socket)
     assert [step["type"] for step in steps] == ["call.completed"]
+
+
+class StreamLostAfterSubscribing:
+    """An event stream that subscribes, then loses its connection (Redis gone, say) with a
+    message that must not reach clients."""
+
+    async def publish(self, organization_id: str, body: bytes) -> None:
+        raise AssertionError("not used")
+
+    async def publish_many(self, messages: list[tuple[str, bytes]]) -> None:
+        raise AssertionError("not used")
+
+    async def _lost(self) -> AsyncGenerator[dict[str, Any], None]:
+        raise ConnectionError("redis://internal-host:6379 went away")
+        yield {}  # a generator, like the real streams
+
+    def subscribe(self, organization_id: str) -> AsyncGenerator[dict[str, Any], None]:
+        return self._lost()
+
+    async def open(self, organization_id: str) -> AsyncGenerator[dict[str, Any], None]:
+        return self._lost()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_lost_event_stream_ends_the_subscription_with_a_clean_error(
+    harness: Harness,  # noqa: F811
+) -> None:
+    """The snapshot arrives, then the stream fails: the subscription ends with
+    `stream_interrupted`, never the stream's own message, and frees its subscription slot."""
+    tenant = await harness.tenants.organization()
+    call_id = await _in_progress_call(harness, tenant, livemode=False)
+    harness.resources.event_stream = StreamLostAfterSubscribing()
+    async with harness.socket() as socket:
+        await socket.init({"Authorization": f"Bearer {tenant.api_key}"})
+        await socket.subscribe(PROGRESS, {"id": call_id})
+        first = await socket.receive()
+        assert first["payload"]["data"]["callProgress"]["type"] == "snapshot", first
+        message = await socket.receive()
+        assert await socket.receive() == {"id": "1", "type": "complete"}
+    assert message["type"] == "next"
+    [error] = message["payload"]["errors"]
+    assert error["message"] == "The event stream was interrupted; subscribe again"
+    assert error["extensions"] == {"code": "stream_interrupted"}
+    assert "internal-host" not in json.dumps(message)
+    assert harness.resources.subscriptions.open_count(tenant.organization_id) == 0

@@ -15,9 +15,9 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.campaigns.dispatch import dispatch_campaign
 from app.campaigns.meta_limits import RETRY_ACTOR, retry_deferred
 from app.campaigns.service import DISPATCH_ACTOR
-from app.campaigns.tasks import dispatch_campaign
 from app.conversations.tasks import deliver_callback
 from app.events.models import Event
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR

@@ -14,7 +14,7 @@ import httpx
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.campaigns import service, tasks
+from app.campaigns import dispatch
 from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
 from app.kit.clock import utcnow
@@ -92,7 +92,7 @@ async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitte
     failed = await jobs.events(acme.organization_id, "campaign.message.failed")
     assert {event.data["phone_number"] for event in failed} == {"+15005550001", "+15005550009"}
     # A second copy of the dispatch job finds nothing to send: no recipient twice.
-    assert await tasks.dispatch_campaign(jobs.resources, campaign["id"]) is None
+    assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
     assert [(await fetch(client, acme, campaign["id"]))[name] for name in COUNTERS] == [
         5,
         3,
@@ -160,19 +160,19 @@ async def test_pause_stops_between_batches_and_resume_finishes(
     sessionmaker: async_sessionmaker[AsyncSession],
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(tasks, "BATCH_SIZE", 2)
-    monkeypatch.setattr(tasks, "BATCHES_PER_RUN", 1)
+    monkeypatch.setattr(dispatch, "BATCH_SIZE", 2)
+    monkeypatch.setattr(dispatch, "BATCHES_PER_RUN", 1)
     for n in range(5):
         await create_contact(client, acme, f"+1415555020{n}", f"P{n}")
     campaign = await launch(client, acme, campaign_body(channel, template))
     # One run sends one batch of two, then yields (rescheduled at once).
-    again = await tasks.dispatch_campaign(jobs.resources, campaign["id"])
+    again = await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
     paused = await client.post(f"{CAMPAIGNS}/{campaign['id']}/pause", headers=acme.headers)
     assert paused.json()["status"] == "paused"
     assert paused.json()["sent_count"] == 2
     # The job's next run finds the campaign paused and ends without sending.
-    assert await tasks.dispatch_campaign(jobs.resources, campaign["id"]) is None
+    assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
     statuses = [row.status for row in (await ledger(sessionmaker, campaign["id"])).values()]
     assert statuses.count("pending") == 3
     resumed = await client.post(f"{CAMPAIGNS}/{campaign['id']}/resume", headers=acme.headers)
@@ -195,12 +195,12 @@ async def test_cancel_leaves_queued_recipients_unprocessed(
     sessionmaker: async_sessionmaker[AsyncSession],
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(tasks, "BATCH_SIZE", 2)
-    monkeypatch.setattr(tasks, "BATCHES_PER_RUN", 1)
+    monkeypatch.setattr(dispatch, "BATCH_SIZE", 2)
+    monkeypatch.setattr(dispatch, "BATCHES_PER_RUN", 1)
     for n in range(5):
         await create_contact(client, acme, f"+1415555030{n}", f"P{n}")
     campaign = await launch(client, acme, campaign_body(channel, template))
-    await tasks.dispatch_campaign(jobs.resources, campaign["id"])
+    await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     cancelled = await client.post(f"{CAMPAIGNS}/{campaign['id']}/cancel", headers=acme.headers)
     assert cancelled.json()["status"] == "cancelled"
     await jobs.drain()
@@ -237,7 +237,7 @@ async def test_scheduled_campaign_starts_from_the_database_schedule(
         assert abs((job.available_at - start).total_seconds()) < 0.01
         assert job.dispatched_at is None
     # Run early (a stray copy): still scheduled, it asks to run again at the start time.
-    again = await tasks.dispatch_campaign(jobs.resources, campaign["id"])
+    again = await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
     assert abs((again - start).total_seconds()) < 0.01
     assert (await fetch(client, acme, campaign["id"]))["status"] == "scheduled"
@@ -277,7 +277,7 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
         )
         await session.commit()
     # While the claim is young it may still be in flight: look again when it goes stale.
-    again = await tasks.dispatch_campaign(jobs.resources, campaign["id"])
+    again = await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
     expected = claimed_at + timedelta(seconds=jobs.resources.settings.campaign_claim_stale_seconds)
     assert abs((again - expected).total_seconds()) < 0.01
@@ -292,7 +292,7 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
             )
         )
         await session.commit()
-    assert await tasks.dispatch_campaign(jobs.resources, campaign["id"]) is None
+    assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
     await jobs.drain()
     settled = await fetch(client, acme, campaign["id"])
     assert (settled["status"], settled["sent_count"], settled["failed_count"]) == (
@@ -302,13 +302,13 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
     )
     rows = await ledger(sessionmaker, campaign["id"])
     assert rows["+14155550101"].platform_message_id is None
-    assert rows["+14155550101"].error == service.UNCONFIRMED_SEND
+    assert rows["+14155550101"].error == dispatch.UNCONFIRMED_SEND
     # Where operators read the ledger, the reason says the message most likely arrived (in
     # every fault run all such sends had been delivered): never re-send them blindly.
     export = await client.get(
         f"/api/v1/campaigns/{campaign['id']}/recipients.csv", headers=acme.headers
     )
     [bob] = [row for row in csv.DictReader(io.StringIO(export.text)) if row["name"] == "Bob"]
-    assert (bob["status"], bob["error"]) == ("failed", service.UNCONFIRMED_SEND)
+    assert (bob["status"], bob["error"]) == ("failed", dispatch.UNCONFIRMED_SEND)
     assert "most likely delivered" in bob["error"]
     assert "Do not send it again without checking" in bob["error"]

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
-from app.campaigns import service
+from app.campaigns import dispatch, statuses
 from app.campaigns.models import Campaign, CampaignRecipient
 from app.campaigns.repository import Outcome
 from app.channels.models import Channel
@@ -384,7 +384,7 @@ async def test_counters_equal_the_ledger_after_concurrent_callbacks_and_settles(
             for n in range(count)
         )
         await session.commit()
-    owner = service.Unsendable(campaign.id, organization.id, True, "unused")
+    owner = dispatch.Unsendable(campaign.id, organization.id, True, "unused")
     rng = random.Random(14)
     callbacks = [
         (f"wamid.{n}", rng.choice(["delivered", "read", "failed", "sent"]))
@@ -397,7 +397,7 @@ async def test_counters_equal_the_ledger_after_concurrent_callbacks_and_settles(
     async def callback(message_id: str, status: str) -> None:
         async with gate, sessions() as session:
             entry = {"id": message_id, "status": status}
-            assert await service.apply_status(session, channel.id, entry, "failed upstream")
+            assert await statuses.apply_status(session, channel.id, entry, "failed upstream")
             await session.commit()
 
     async def settle(first: int) -> None:
@@ -406,7 +406,7 @@ async def test_counters_equal_the_ledger_after_concurrent_callbacks_and_settles(
             for n in range(first, first + 30)
         ]
         async with gate, sessions() as session:
-            await service.settle_sends(session, owner, outcomes)
+            await dispatch.settle_sends(session, owner, outcomes)
             await session.commit()
 
     await asyncio.gather(

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from app.campaigns.service import UNCONFIRMED_SEND
+from app.campaigns.dispatch import UNCONFIRMED_SEND
 from tests.campaigns.live_stack import (
     GraphProcess,
     LiveCampaign,

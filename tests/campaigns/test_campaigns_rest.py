@@ -1,4 +1,4 @@
-"""Campaigns over REST: lifecycle, the seed's transition table and its rejected moves,
+"""Campaigns over REST: lifecycle, the documented transition table and its rejected moves,
 audience rules, tenancy and scope, on SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Channels over REST: CONTRACT §3 shapes, the sealed token, test mode, isolation, paging."""
+"""Channels over REST: the documented shapes, the sealed token, test mode, isolation, paging."""
 
 from __future__ import annotations
 

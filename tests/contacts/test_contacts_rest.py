@@ -1,4 +1,4 @@
-"""Contacts over REST: the spec's shapes, validation, isolation and cursor paging."""
+"""Contacts over REST: the documented shapes, validation, isolation and cursor paging."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ async def test_create_returns_contact_shape(client: httpx.AsyncClient, acme: Ten
         "notes",
         "custom_fields",
         "platform_user_id",
+        "marketing_opt_out",
+        "do_not_call",
         "created_at",
         "updated_at",
     }

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import delete, event, insert, update
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.contacts import repository as contact_repository
 from app.contacts import service
 from app.contacts.models import Contact
@@ -178,7 +178,7 @@ async def _compare(backends: dict[str, Backend], searches: list[str]) -> None:
 
 async def test_the_same_searches_find_the_same_contacts(backends: dict[str, Backend]) -> None:
     await _compare(backends, SEARCHES)
-    # Both agree with the rule too (names are unique among the seeded rows).
+    # Both agree with the rule too (names are unique among the rows seeded here).
     sqlite = backends["sqlite"]
     async with sqlite.sessionmaker() as session:
         names = {

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from redis.exceptions import ConnectionError
 
-from app.channels.governor import LocalSendGovernor
 from app.config import Settings
+from app.kit.send_governor import LocalSendGovernor
 from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory, make_settings
 from tests.conversations.conftest import APP_SECRET, VERIFY_TOKEN

@@ -39,6 +39,12 @@ from starlette.routing import Mount, Route
 from tests.calls.fake_carrier import ServedApp
 
 USAGE = (120, 30)  # prompt, completion tokens of every fake answer
+# The model's answer when it is offered the post-call analysis function (app/engine/analysis.py).
+ANALYSIS_ANSWER: dict[str, Any] = {
+    "data": {"customer_name": "Ada Lovelace", "wants_callback": True, "plan": "premium"},
+    "success": True,
+    "reason": "The caller asked for a callback about the premium plan.",
+}
 _NUMBER = re.compile(r"\d+")
 
 
@@ -99,6 +105,8 @@ class FakeProviders:
         """("tool", (name, arguments)) or ("text", words). `turns`: (role, text) with role
         user, assistant or tool."""
         role, text = turns[-1] if turns else ("user", "")
+        if "record_call_analysis" in tools:
+            return "tool", ("record_call_analysis", ANALYSIS_ANSWER)
         if role == "tool":
             return "text", f"Here is what I found: {text}"
         said = text.lower()

@@ -1,5 +1,5 @@
 """The Redis event stream holds one pub/sub connection per process, whatever the number of
-subscriptions (app/events/stream.py).
+subscriptions (app/kit/event_stream.py).
 
 The issue's reproduction: an API process's listening pool held 100 connections and each
 `events` subscription took one, so org A's 10 sockets x 10 subscriptions made org B's next
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from redis.asyncio import Redis
 
-from app.events.stream import CHANNEL_PREFIX, RedisEventStream, StreamInterrupted
+from app.kit.event_stream import CHANNEL_PREFIX, RedisEventStream, StreamInterrupted
 from app.kit.jsonutil import dumps
 from tests.events.test_graphql_subscription import _redis_url
 from tests.workers.tcp_proxy import SilentableProxy, silentable_proxy

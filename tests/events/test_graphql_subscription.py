@@ -36,12 +36,12 @@ from app import resources as resources_module
 from app.auth.service import revoke_api_key
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker
-from app.events import graphql as graphql_events
 from app.events.models import Event
-from app.events.stream import EventStream, SubscriptionQuota
+from app.graphql import socket as graphql_socket
 from app.graphql import view as graphql_view
 from app.kit import outbox
 from app.kit.clock import utcnow
+from app.kit.event_stream import EventStream, SubscriptionQuota
 from app.kit.jsonutil import dumps
 from app.kit.outbox_models import OutboxJob
 from app.main import create_app
@@ -532,7 +532,7 @@ async def test_a_subscription_needs_connection_init_first(harness: Harness) -> N
 async def test_a_revoked_key_stops_receiving_events(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(graphql_events, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(graphql_socket, "RECHECK_SECONDS", 0.0)
     acme = await harness.tenants.organization()
     doomed = await harness.tenants.key(acme, ["full_access"])
     async with harness.subscribed(doomed) as socket:
@@ -564,7 +564,7 @@ async def test_a_subscription_over_post_is_refused(client: httpx.AsyncClient, ac
     assert response.json() == {
         "errors": [
             {
-                "message": graphql_events.SUBSCRIPTIONS_OVER_WEBSOCKET,
+                "message": graphql_socket.SUBSCRIPTIONS_OVER_WEBSOCKET,
                 "extensions": {"code": "bad_request"},
             }
         ]
@@ -607,7 +607,7 @@ async def test_a_broken_stream_ends_the_subscription_without_details(harness: Ha
 
 async def test_a_socket_context_holds_no_session_open(resources: Resources, acme: Tenant) -> None:
     """Each use gets a session of its own, closed after it: a socket may stay open for hours."""
-    context = graphql_events.SocketContext(
+    context = graphql_socket.SocketContext(
         request=None,  # type: ignore[arg-type]
         resources=resources,
         session=resources.sessionmaker(),

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from graphql import GraphQLError, get_named_type
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 from app.graphql.resource import DomainMutations
 from app.graphql.schema import build_schema
 from app.kit.errors import Conflict, NotFound, RequestValidationFailed

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.inbox import service

@@ -1,4 +1,4 @@
-"""Inbox tickets over REST: the spec's shapes and error bodies, the one-open-ticket rule,
+"""Inbox tickets over REST: the documented shapes and error bodies, the one-open-ticket rule,
 the organization_id header rule, events, isolation, paging and scopes."""
 
 from __future__ import annotations

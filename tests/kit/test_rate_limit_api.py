@@ -1,4 +1,4 @@
-"""Rate limits in front of every route: 429 with the spec's body and a Retry-After header."""
+"""Rate limits in front of every route: 429 with docs/api.md's body and a Retry-After header."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ import pytest
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.events.stream import CHANNEL_PREFIX
 from app.kit import redis_clients
 from app.kit.cache import GenerationalCache, backend_for
+from app.kit.event_stream import CHANNEL_PREFIX
 from app.kit.ratelimit import FallbackRateLimiter, MemoryRateLimiter, RateLimit
 from app.kit.redis_clients import OutageReport, failures_counter
 from app.main import create_app

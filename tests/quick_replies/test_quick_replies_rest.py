@@ -1,4 +1,4 @@
-"""Quick replies over REST: the spec's shape and errors, 409s, isolation, paging, scopes."""
+"""Quick replies over REST: the documented shape and errors, 409s, isolation, paging, scopes."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def test_shortcut_limits_accepted(
 async def test_missing_shortcut_is_validation_array(
     client: httpx.AsyncClient, acme: Tenant
 ) -> None:
-    """The spec's own example of the validation-array body."""
+    """The documented example of the validation-array body (docs/api.md)."""
     response = await client.post(BASE, json={"content": "Hello"}, headers=acme.headers)
     assert response.status_code == 422
     assert response.json() == {

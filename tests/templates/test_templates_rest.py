@@ -1,5 +1,5 @@
-"""Templates over REST: the seed's shapes and error rows, CONTRACT §3, and the simulator's
-review (CONTRACT §5) through the submission job and the signed status callbacks."""
+"""Templates over REST: the documented shapes and error rows, and the simulator's
+review (docs/api.md, Test mode) through the submission job and the signed status callbacks."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ async def test_the_live_call_limit_holds_across_processes(strict_voice: Voice) -
             )
             assert sorted([first.status_code, rival.status_code]) == [201, 429]
             refused = rival if rival.status_code == 429 else first
-            assert refused.json()["retry_after"] == 60  # the spec's body; the header is exact
+            assert refused.json()["retry_after"] == 60  # docs/api.md's body; the header is exact
             assert refused.headers["retry-after"] == "30"
             # And once more on the second process, after both committed.
             again = await other.post("/api/v1/calls", json=body, headers=tenant.headers)

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.events.types import SUBSCRIBABLE_EVENTS, WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.kit.errors import InvalidInput
-from app.webhooks.events import (
-    SUBSCRIBABLE_EVENTS,
-    WEBHOOK_DISABLED,
-    WEBHOOK_TEST,
-    validate_event_names,
-    validate_url_scheme,
-)
+from app.webhooks.events import validate_event_names, validate_url_scheme
 
 SPEC_EVENTS = [
     "message.received",

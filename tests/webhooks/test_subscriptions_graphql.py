@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.webhooks.events import SUBSCRIBABLE_EVENTS
+from app.events.types import SUBSCRIBABLE_EVENTS
 from app.webhooks.models import WebhookSubscription
 from app.webhooks.ssrf import FORBIDDEN_ADDRESS_MESSAGE
 from tests.conftest import Tenant, TenantFactory, graphql

@@ -1,4 +1,4 @@
-"""Webhook subscriptions over REST: the spec's shapes and errors, SSRF, isolation, paging.
+"""Webhook subscriptions over REST: the documented shapes and errors, SSRF, isolation, paging.
 
 The sandbox has no DNS, so valid URLs here use public IP literals (the guard judges a literal
 without a lookup); names that must resolve are covered in test_subscriptions_service.py.
@@ -18,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.models import Event
+from app.events.types import SUBSCRIBABLE_EVENTS
 from app.main import create_app
 from app.resources import Resources
-from app.webhooks.events import SUBSCRIBABLE_EVENTS
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 from app.webhooks.ssrf import FORBIDDEN_ADDRESS_MESSAGE
 from tests.conftest import Tenant, TenantFactory, make_settings

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.scopes import Scope
-from app.auth.subject import PrincipalType, Subject
+from app.access.scopes import Scope
+from app.access.subject import PrincipalType, Subject
 from app.kit.errors import InvalidInput, NotFound
 from app.webhooks import service
 from app.webhooks.schemas import WebhookCreate, WebhookUpdate

@@ -88,7 +88,7 @@ def test_the_worker_collects_each_domains_tasks() -> None:
 
 def test_two_domains_may_not_declare_one_job() -> None:
     with pytest.raises(RuntimeError, match=r"events\.fan_out"):
-        collect_tasks(("app.events", "app.events"))
+        collect_tasks(("app.webhooks", "app.webhooks"))
 
 
 def test_every_task_becomes_an_actor_on_its_queue() -> None:

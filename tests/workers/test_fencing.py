@@ -21,9 +21,9 @@ from sqlalchemy import delete, select
 
 from app.config import JOB_LEASE_MARGIN_SECONDS
 from app.events.models import Event
+from app.jobs import JobContext
 from app.kit import outbox
 from app.kit.clock import utcnow
-from app.kit.jobs import JobContext
 from app.kit.outbox_models import OutboxJob
 from app.webhooks import delivery
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from app.db.engine import create_engine
 from app.db.migrate import unmanaged_tables
-from app.db.models import Base
+from app.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 # Carrier call states (Twilio's CallStatus values) and the call log status each one means.
@@ -57,6 +58,17 @@ class CallPlacement:
 class PlacedCall:
     sid: str
     status: str  # the carrier's status (queued, initiated, …)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedCall:
+    """One call of the carrier's call list (what a placement lookup compares)."""
+
+    sid: str
+    status: str
+    to_number: str
+    from_number: str
+    created_at: datetime | None  # when the carrier took the request
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The simulated carrier of test-mode calls (CONTRACT §5): nothing leaves the process.
+"""The simulated carrier of test-mode calls (docs/api.md, Test mode): nothing leaves the process.
 
 It accepts every call like the real carrier would; what then happens depends on the number
 called, and is reported through the same status handler the real carrier's callbacks reach

@@ -8,15 +8,26 @@ StatusCallback URL given when the call is placed (POST /webhooks/telephony/statu
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 import httpx
 
-from app.integrations.telephony.base import CallDetails, CallPlacement, CarrierError, PlacedCall
+from app.integrations.telephony.base import (
+    CallDetails,
+    CallPlacement,
+    CarrierError,
+    ListedCall,
+    PlacedCall,
+)
 
 API_VERSION = "2010-04-01"
+# A placement lookup reads at most this many pages of the call list.
+LOOKUP_PAGES = 5
+LOOKUP_PAGE_SIZE = 50
 # Every progress step is reported, so a call shows as under way as soon as it rings.
 STATUS_CALLBACK_EVENTS = ("initiated", "ringing", "answered", "completed")
 
@@ -130,6 +141,43 @@ class TwilioCarrier:
             recording_url=self._recording_url(recordings),
         )
 
+    async def calls_between(
+        self, to_number: str, from_number: str, since: date
+    ) -> list[ListedCall]:
+        """The account's calls from `from_number` to `to_number` created on or after the day
+        `since` (UTC): those that started (`StartTime>=`), and those still `queued`, which
+        have no start time yet. Raises CarrierError when the list cannot be read whole."""
+        found: dict[str, ListedCall] = {}
+        base = [("To", to_number), ("From", from_number), ("PageSize", str(LOOKUP_PAGE_SIZE))]
+        for extra in (("StartTime>", since.isoformat()), ("Status", "queued")):
+            for call in await self._list_calls([*base, extra]):
+                found.setdefault(call.sid, call)
+        return sorted(
+            found.values(),
+            key=lambda call: call.created_at or datetime.max.replace(tzinfo=UTC),
+        )
+
+    async def _list_calls(self, params: list[tuple[str, str]]) -> list[ListedCall]:
+        calls: list[ListedCall] = []
+        body = await self._request("GET", "Calls.json", params=params)
+        for _page in range(LOOKUP_PAGES):
+            for item in body.get("calls") or []:
+                if isinstance(item, dict) and item.get("sid"):
+                    calls.append(
+                        ListedCall(
+                            sid=str(item["sid"]),
+                            status=str(item.get("status") or ""),
+                            to_number=str(item.get("to") or ""),
+                            from_number=str(item.get("from") or ""),
+                            created_at=_rfc2822(item.get("date_created")),
+                        )
+                    )
+            next_page = body.get("next_page_uri")
+            if not next_page:
+                return calls
+            body = await self._absolute("GET", str(next_page))
+        raise CarrierError("the carrier's call list is longer than a lookup reads")
+
     async def owns_number(self, phone_number: str) -> bool:
         """Whether `phone_number` (E.164) is one of the account's incoming numbers. The
         listing's `PhoneNumber` filter also matches parts of numbers: only an exact entry
@@ -149,8 +197,17 @@ class TwilioCarrier:
         return f"{self._url('Recordings')}/{items[0]['sid']}.mp3"
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        return await self._send(method, self._url(path), **kwargs)
+
+    async def _absolute(self, method: str, uri: str) -> dict[str, Any]:
+        """A page URI the carrier gave (`/2010-04-01/Accounts/…`), on the API's host."""
+        if not uri.startswith(f"/{API_VERSION}/Accounts/{self.account_sid}/"):
+            raise CarrierError("the carrier gave a page URI outside the account", status=502)
+        return await self._send(method, f"{self._base}{uri}")
+
+    async def _send(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            response = await self._client.request(method, self._url(path), **kwargs)
+            response = await self._client.request(method, url, **kwargs)
         except httpx.TimeoutException as exc:
             raise CarrierError("the carrier did not answer in time") from exc
         except httpx.TransportError as exc:
@@ -179,6 +236,17 @@ def _int_or_none(value: Any) -> int | None:
         return None if value is None else int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _rfc2822(value: Any) -> datetime | None:
+    """Twilio's dates: "Tue, 31 Aug 2010 20:36:28 +0000"."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _cost(price: Any) -> float | None:

@@ -1,10 +1,12 @@
-"""Template sends at a channel's full rate: Graph API's messages endpoint over aiohttp.
+"""Sends at a channel's full rate: Graph API's messages endpoint over aiohttp, behind the
+platform interface.
 
 One process reached ≈ 1.5k POST/s with httpx and ≈ 12-16k/s with aiohttp (the webhook
-sender's client), so the campaign hot path sends through aiohttp; the rest of the platform
-(templates, replies) keeps the httpx client. The wire format and the typed errors are
-GraphApiClient's. Nothing is retried here: the caller decides, because a throttled send goes
-back to the channel's send governor rather than sleeping in place.
+sender's client), so a worker keeps one `BulkMessageSender` and a campaign run sends through
+`BulkGraphApiClient`: the Graph API client (the same `WhatsAppPlatform`, wire format and typed
+errors) whose message sends take that sender; template management stays on httpx. Nothing is
+retried here: the caller decides, because a throttled send goes back to the channel's send
+governor (app/integrations/whatsapp/governed.py) rather than sleeping in place.
 """
 
 from __future__ import annotations
@@ -14,14 +16,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from app.integrations.whatsapp.client import sent_message_of, template_message_payload
+from app.integrations.whatsapp.client import GraphApiClient, sent_message_of
 from app.integrations.whatsapp.errors import PlatformUnavailable, from_error_body
-from app.integrations.whatsapp.types import (
-    GRAPH_API_VERSION,
-    SentMessage,
-    TemplateMessage,
-    graph_root,
-)
+from app.integrations.whatsapp.types import GRAPH_API_VERSION, SentMessage, graph_root
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -43,6 +40,8 @@ class BulkMessageSender:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         version: str = GRAPH_API_VERSION,
     ) -> None:
+        self.base_url = base_url
+        self.version = version
         self.root = graph_root(base_url, version)
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_seconds, sock_connect=CONNECT_TIMEOUT_SECONDS
@@ -60,16 +59,14 @@ class BulkMessageSender:
             )
         return self._session
 
-    async def send_template(
-        self, headers: dict[str, str], phone_number_id: str, to: str, template: TemplateMessage
+    async def send(
+        self, headers: dict[str, str], phone_number_id: str, payload: dict[str, Any]
     ) -> SentMessage:
-        """`headers`: `headers_for(access_token)`, built once per run."""
+        """One message; `payload` as GraphApiClient builds it, `headers`:
+        `headers_for(access_token)`, built once per client."""
+        to = str(payload.get("to") or payload.get("recipient"))
         body = orjson.dumps(
-            {
-                "messaging_product": "whatsapp",
-                "recipient_type": "individual",
-                **template_message_payload(to, template),
-            }
+            {"messaging_product": "whatsapp", "recipient_type": "individual", **payload}
         )
         url = f"{self.root}/{phone_number_id}/messages"
         try:
@@ -96,6 +93,22 @@ class BulkMessageSender:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class BulkGraphApiClient(GraphApiClient):
+    """A channel's Graph API client whose messages leave through the worker's shared
+    `BulkMessageSender`. Throttling is raised at once (`retry_throttling=False`), like every
+    other refusal of a send: the sender's caller holds the channel or the recipient."""
+
+    def __init__(self, sender: BulkMessageSender, access_token: str) -> None:
+        super().__init__(
+            sender.base_url, access_token, retry_throttling=False, version=sender.version
+        )
+        self._sender = sender
+        self._headers = headers_for(access_token)
+
+    async def _send(self, phone_number_id: str, payload: dict[str, Any]) -> SentMessage:
+        return await self._sender.send(self._headers, phone_number_id, payload)
 
 
 def headers_for(access_token: str) -> dict[str, str]:

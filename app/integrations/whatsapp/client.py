@@ -92,7 +92,7 @@ class GraphApiClient:
         version: str = GRAPH_API_VERSION,
     ) -> None:
         """`retry_throttling=False`: 130429 and 131056 are raised at once, for a caller whose
-        send governor (app/channels/governor.py) holds the whole channel or recipient instead."""
+        send governor (app/kit/send_governor.py) holds the whole channel or recipient instead."""
         self.root = graph_root(base_url, version)
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token

@@ -9,6 +9,7 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.integrations.whatsapp.bulk import BulkGraphApiClient, BulkMessageSender
 from app.integrations.whatsapp.client import GraphApiClient
 from app.integrations.whatsapp.governed import GovernedPlatform, SendBudget
 from app.integrations.whatsapp.simulator import Simulator
@@ -45,10 +46,14 @@ async def platform_for(
     settings: Settings,
     session: AsyncSession | None,
     budget: SendBudget | None = None,
+    sender: BulkMessageSender | None = None,
 ) -> AsyncIterator[WhatsAppPlatform]:
     """Test mode needs `session` (the simulator records there); live work never holds one.
     With a `budget`, sends are paced by the channel's send governor (governed.py), in test
-    mode as live, and the governor, not the client, handles the platform's throttling."""
+    mode as live, and the governor, not the client, handles the platform's throttling.
+    With a `sender` (a worker's, for sends at a channel's full rate), live messages leave
+    through it and throttling is raised at once: the caller paces and holds (a campaign run
+    takes its budget in batches and answers throttling with governed.ThrottleHolds)."""
     if not livemode:
         if session is None:
             raise ValueError("the simulator records in a session; none was given")
@@ -60,6 +65,10 @@ async def platform_for(
             display_phone_number=display_phone_number,
         )
         yield simulator if budget is None else GovernedPlatform(simulator, budget)
+        return
+    if sender is not None:
+        async with BulkGraphApiClient(sender, access_token) as bulk:
+            yield bulk if budget is None else GovernedPlatform(bulk, budget)
         return
     async with GraphApiClient(
         settings.graph_api_url,

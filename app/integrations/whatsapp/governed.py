@@ -1,25 +1,29 @@
-"""A channel's platform whose sends go through the channel's send governor.
+"""The one throttling policy of every WhatsApp send, and a channel's platform paced by it.
 
-Every message sent this way first takes its recipient's turn (Meta's pair rate) and then one
-send of the channel's budget (app/channels/governor.py), which campaigns draw from too. The
-platform's throttling answers act on the governor rather than on this send alone: 130429 holds
-the whole channel (the platform's `Retry-After`, else 1 s doubling), 131056 holds the recipient.
-The send is then tried again, since a throttled message was not accepted. A send that cannot
-leave within `max_wait` seconds fails with the platform's last refusal (or a throttling error
-saying what it waited for), so a caller never waits without bound. A governor that cannot be
-reached (Redis down) fails the send before anything leaves: sends are never unpaced.
+`ThrottleHolds` is how any sender of a channel (a campaign run, a reply, an agent) answers the
+platform's throttling: on the channel's send governor (app/kit/send_governor.py), not on the
+send alone. 130429 holds the whole channel (the platform's `Retry-After`, else 1 s doubling),
+131056 holds the recipient; the message is then tried again, since it was not accepted.
+
+`GovernedPlatform` sends one message at a time under that policy: every message first takes
+its recipient's turn (Meta's pair rate) and then one send of the channel's budget, which
+campaigns draw from too (a campaign run takes its budget in batches, with the same holds).
+A send that cannot leave within `max_wait` seconds fails with the platform's last refusal (or
+a throttling error saying what it waited for), so a caller never waits without bound. A
+governor that cannot be reached (Redis down) fails the send before anything leaves: sends are
+never unpaced.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import RedisError
 
-from app.channels.governor import PAIR_INTERVAL_SECONDS, SendGovernor, throughput_backoff
 from app.integrations.whatsapp.errors import (
     PairRateLimited,
     PlatformUnavailable,
@@ -35,6 +39,40 @@ from app.integrations.whatsapp.types import (
     TemplateSpec,
     WhatsAppPlatform,
 )
+from app.kit.send_governor import PAIR_INTERVAL_SECONDS, SendGovernor, throughput_backoff
+
+
+class ThrottleHolds:
+    """The platform's throttling answers for one sender of one channel, as holds in the
+    channel's send governor. One hold per episode: sends in flight beside one that met a
+    130429 and meet it too wait for the same hold rather than doubling it each; the doubling
+    counts 130429s in a row, until a message is accepted."""
+
+    def __init__(self, governor: SendGovernor, channel_id: str) -> None:
+        self._governor = governor
+        self._channel_id = channel_id
+        self._throttled_in_a_row = 0
+        self._hold_until = 0.0
+
+    async def refused(self, refusal: WhatsAppError, to: str) -> float | None:
+        """When (`time.monotonic()`) the refused message to `to` may be tried again, the
+        hold recorded in the governor; None when the refusal is not throttling."""
+        now = time.monotonic()
+        if isinstance(refusal, ThroughputExceeded):
+            if now >= self._hold_until:
+                self._throttled_in_a_row += 1
+                hold = throughput_backoff(refusal.retry_after, self._throttled_in_a_row)
+                self._hold_until = now + hold
+                await self._governor.hold(self._channel_id, hold)
+            return self._hold_until
+        if isinstance(refusal, PairRateLimited):
+            wait = refusal.retry_after or PAIR_INTERVAL_SECONDS
+            await self._governor.pair_limited(self._channel_id, to, wait)
+            return now + wait
+        return None
+
+    def accepted(self) -> None:
+        self._throttled_in_a_row = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +129,10 @@ class GovernedPlatform:
 
     async def _paced(self, to: str, send: Callable[[], Awaitable[SentMessage]]) -> SentMessage:
         budget, governor = self._budget, self._budget.governor
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget.max_wait
+        holds = ThrottleHolds(governor, budget.channel_id)
+        # `time.monotonic`, the holds' clock, is also the event loop's.
+        deadline = time.monotonic() + budget.max_wait
         refusal: WhatsAppError | None = None
-        throttled = 0
         while True:
             await self._recipient_turn(to, deadline, refusal)
             try:
@@ -106,25 +144,19 @@ class GovernedPlatform:
                 ) from None
             try:
                 return await send()
-            except ThroughputExceeded as exc:
-                throttled += 1
-                wait = throughput_backoff(exc.retry_after, throttled)
-                await governor.hold(budget.channel_id, wait)
+            except (ThroughputExceeded, PairRateLimited) as exc:
+                due = await holds.refused(exc, to)
                 refusal = exc
-            except PairRateLimited as exc:
-                wait = exc.retry_after or PAIR_INTERVAL_SECONDS
-                await governor.pair_limited(budget.channel_id, to, wait)
-                refusal = exc
-            if loop.time() + wait > deadline:
+            if due is None or due > deadline:
                 raise refusal
 
     async def _recipient_turn(
         self, to: str, deadline: float, refusal: WhatsAppError | None
     ) -> None:
         """Waits for the recipient's pair rate to let one more message through, and takes it."""
-        budget, loop = self._budget, asyncio.get_running_loop()
+        budget = self._budget
         while wait := await budget.governor.recipient_wait(budget.channel_id, to):
-            if loop.time() + wait > deadline:
+            if time.monotonic() + wait > deadline:
                 raise refusal or PairRateLimited(
                     f"This recipient was sent too many messages recently; the next may leave in "
                     f"{wait:.0f} s, after the {budget.max_wait:g} s a send may wait"

@@ -1,10 +1,10 @@
-"""The platform for test-mode channels: behaves as CONTRACT §5 says, through the same interface.
+"""The platform for test-mode channels: behaves as docs/api.md's Test mode says, same interface.
 
 It keeps the business account's templates in its own table (as the platform keeps them),
 reviews each submission with Meta's content rules, and reports outcomes the way the platform
 does: as signed webhook callbacks (`X-Hub-Signature-256` with the app secret) handed to a
 `CallbackSink`, which posts them to the same inbound handler the platform calls. Messages to
-the CONTRACT's magic numbers fail or stop short of `read`; any other number goes sent →
+the magic numbers of docs/api.md fail or stop short of `read`; any other number goes sent →
 delivered → read within a few seconds.
 """
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.integrations.whatsapp.bulk import BulkMessageSender, headers_for
-from app.integrations.whatsapp.client import GraphApiClient
+from app.integrations.whatsapp.client import GraphApiClient, template_message_payload
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.types import TemplateMessage
 from tests.integrations.whatsapp.fake_graph import FakeGraph, running_fake_graph
@@ -59,8 +59,10 @@ async def test_every_client_builds_urls_with_the_configured_version(
         await platform.send_text(PHONE_ID, "+14155550100", "Hello")
     sender = BulkMessageSender(settings.graph_api_url, version=settings.graph_api_version)
     try:
-        await sender.send_template(
-            headers_for(TOKEN), PHONE_ID, "+14155550101", TemplateMessage("order", "en_US")
+        await sender.send(
+            headers_for(TOKEN),
+            PHONE_ID,
+            template_message_payload("+14155550101", TemplateMessage("order", "en_US")),
         )
     finally:
         await sender.aclose()

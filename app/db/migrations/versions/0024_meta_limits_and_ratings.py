@@ -2,7 +2,7 @@
 and category history, message pricing, deferred campaign recipients, business-scoped user ids
 
 Revision ID: 0024
-Revises: 0021
+Revises: 0023
 Create Date: 2026-11-25 07:00:00
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 import app.db.base
 
 revision = "0024"
-down_revision = "0021"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
-"""API key format and hashing (CONTRACT §2)."""
+"""API key format and hashing (docs/api.md, Authentication)."""
 
 from __future__ import annotations
 

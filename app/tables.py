@@ -1,11 +1,13 @@
 """Every table, so Base.metadata is complete (migrations, tests, foreign keys in workers).
 
 Domain tables come from each domain's models module (app/kit/domains.py); the tables of the
-kit's own machinery (counters, the outbox, idempotency records) are imported here.
+shared layers (counters, the outbox, idempotency records, the credential kernel's API keys)
+are imported here. It sits above every layer that owns a table, beside app/main.py.
 """
 
 from __future__ import annotations
 
+from app.access.models import ApiKey
 from app.db.base import Base
 from app.db.counters import ResourceCounter
 from app.idempotency.models import IdempotencyRecord
@@ -14,4 +16,4 @@ from app.kit.outbox_models import OutboxJob
 
 DOMAIN_MODELS = surface_modules("models")
 
-__all__ = ["DOMAIN_MODELS", "Base", "IdempotencyRecord", "OutboxJob", "ResourceCounter"]
+__all__ = ["DOMAIN_MODELS", "ApiKey", "Base", "IdempotencyRecord", "OutboxJob", "ResourceCounter"]

@@ -1,4 +1,4 @@
-"""The send governor (app/channels/governor.py): pacing, batched grants, holds, the pair rate,
+"""The send governor (app/kit/send_governor.py): pacing, batched grants, holds, the pair rate,
 bounded state; in one process (on a fake clock) and shared through Redis (on real time).
 
 Real-time assertions bound what a governor can never do (send faster than its rate, return
@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from app.channels.governor import (
+from app.kit.send_governor import (
     PAIR_BURST,
     PAIR_INTERVAL_SECONDS,
     LocalSendGovernor,

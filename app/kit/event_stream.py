@@ -265,6 +265,33 @@ class RedisEventStream(_Subscribing):
             await self._close_pubsub()
 
 
+class PendingRead:
+    """Reads a stream with a timeout, keeping one read pending across timeouts: cancelling a
+    read would close the stream's generator. The stream's failure is raised by `next`."""
+
+    def __init__(self, stream: AsyncIterator[dict[str, Any]]) -> None:
+        self._stream = stream
+        self._read: asyncio.Future[dict[str, Any]] | None = None
+
+    async def next(self, within: float) -> dict[str, Any] | None:
+        """The next event, or None when none came `within` seconds."""
+        if self._read is None:
+            self._read = asyncio.ensure_future(anext(self._stream))
+        done, _ = await asyncio.wait({self._read}, timeout=within)
+        if not done:
+            return None
+        read, self._read = self._read, None
+        return read.result()
+
+    async def close(self) -> None:
+        """Cancels the pending read, so the stream's generator is idle and can be closed."""
+        if self._read is not None:
+            read, self._read = self._read, None
+            read.cancel()
+            with contextlib.suppress(BaseException):
+                await read
+
+
 class TooManySubscriptions(Exception):
     """The organization holds as many open subscriptions in this process as it may."""
 

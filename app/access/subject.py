@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from app.auth.scopes import Scope
+from app.access.scopes import Scope
 
 
 class PrincipalType(StrEnum):

@@ -3,18 +3,49 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.types import Scope
 
-from app.auth.service import ResolvedCredential, may_be_valid, resolve_credential, touch_api_key
-from app.auth.subject import Subject
+from app.access.cache import CredentialCache
+from app.access.credentials import (
+    ResolvedCredential,
+    may_be_valid,
+    resolve_credential,
+    touch_api_key,
+)
+from app.access.failures import FailedAuthentications
+from app.access.subject import Subject
+from app.config import Settings
 from app.kit import limits
 from app.kit.errors import AuthenticationFailed, OrganizationMismatch, RateLimited
-from app.resources import Resources
+from app.kit.ratelimit import RateLimiter
 
 logger = structlog.get_logger("switchboard.auth")
+
+
+class Resources(Protocol):
+    """What the gate uses of the process's resources (app/resources.py, a layer above)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def secret_key(self) -> str: ...
+
+    @property
+    def rate_limiter(self) -> RateLimiter: ...
+
+    @property
+    def credential_cache(self) -> CredentialCache | None: ...
+
+    @property
+    def failed_authentications(self) -> FailedAuthentications: ...
+
+    def session(self, *, writes: bool) -> AbstractAsyncContextManager[AsyncSession]: ...
 
 
 def client_address(scope: Scope) -> str:
@@ -28,7 +59,7 @@ async def authenticate(
 ) -> ResolvedCredential:
     """The caller behind the header, after its key and organization rate limits.
 
-    A failed check counts against the client address (app/auth/failures.py): past its limit the
+    A failed check counts against the client address (app/access/failures.py): past its limit the
     address's failures get 429 instead of 401 until it may try again; a valid credential from
     it is served all the same.
     """

@@ -7,8 +7,8 @@ budget here, whatever process they run in, so neither starves the other nor trip
 
 The governor only paces: it says when a send may leave, and never queues or schedules work.
 
-Both limits are GCRA buckets (see app/kit/ratelimit.py) kept in integer microseconds, so the
-in-process and the Redis implementations, which mirror each other line by line, decide alike:
+Both limits are steps of the one GCRA bucket (app/kit/gcra.py, in Python and in Lua) kept in
+integer microseconds, so the in-process and the Redis governors decide alike:
 
 - throughput: a bucket of `rate` tokens per second holding at most `rate` x 0.1 s of them (so an
   idle channel may burst for a tenth of a second, never more). `acquire` grants as many tokens as
@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from app.kit import gcra
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
@@ -46,7 +48,7 @@ __all__ = [
     "throughput_backoff",
 ]
 
-_US_PER_S: Final = 1_000_000
+_US_PER_S: Final = gcra.US_PER_S
 MAX_MESSAGES_PER_SECOND: Final = 1000
 # How much of a second an idle channel may send at once, and how much of one a caller wanting
 # many sends waits for before taking them (fewer round trips, still smooth at every rate).
@@ -144,22 +146,21 @@ def _grant(
     """
     if hold_until > now:
         return 0, hold_until - now, stored_tat
-    tat = max(stored_tat, now, hold_until + pace.burst)
-    available = (now + pace.burst - tat) // pace.interval
-    if available >= pace.need:
-        granted = min(wanted, available)
-        return granted, 0, tat + granted * pace.interval
-    return 0, tat + pace.need * pace.interval - pace.burst - now, stored_tat
+    outcome = gcra.step(
+        stored_tat, now, pace.interval, pace.burst, pace.need, wanted, hold_until + pace.burst
+    )
+    if outcome.allowed:
+        return outcome.granted, 0, outcome.tat
+    return 0, outcome.wait, stored_tat
 
 
 def _pair_step(stored_tat: int, now: int) -> tuple[int, int]:
     """One pair-rate step: (wait_us, TAT after); records the send when the wait is 0.
     `_PAIR_LUA` mirrors it."""
-    tat = max(stored_tat, now)
-    allow_at = tat + _PAIR_INTERVAL_US - _PAIR_BURST_US
-    if allow_at > now:
-        return allow_at - now, stored_tat
-    return 0, tat + _PAIR_INTERVAL_US
+    outcome = gcra.step(stored_tat, now, _PAIR_INTERVAL_US, _PAIR_BURST_US, 1, 1)
+    if outcome.allowed:
+        return 0, outcome.tat
+    return outcome.wait, stored_tat
 
 
 def _pair_limited_tat(stored_tat: int, now: int, wait_us: int) -> int:
@@ -271,7 +272,9 @@ class LocalSendGovernor:
 # need, and optionally a fixed "now" (tests). Mirrors `_grant`. Time is the Redis server's, so
 # the clocks of API replicas and workers never matter; TIME before a write is fine under effects
 # replication (the only mode since Redis 7). The TAT key lives until the bucket is full again.
-_ACQUIRE_LUA: Final = """
+_ACQUIRE_LUA: Final = (
+    gcra.LUA
+    + """
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local wanted = tonumber(ARGV[3])
@@ -288,17 +291,16 @@ if hold_until > now then
   return {0, hold_until - now}
 end
 local stored = tonumber(redis.call('GET', KEYS[1]) or 0)
-local tat = math.max(stored, now, hold_until + burst)
-local available = math.floor((now + burst - tat) / interval)
-if available >= need then
-  local granted = math.min(wanted, available)
-  local new_tat = tat + granted * interval
-  redis.call('SET', KEYS[1], string.format('%.0f', new_tat),
-             'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
+local allowed, granted, _, wait, tat =
+  gcra(stored, now, interval, burst, need, wanted, hold_until + burst)
+if allowed == 1 then
+  redis.call('SET', KEYS[1], string.format('%.0f', tat),
+             'PX', math.max(1, math.ceil((tat - now) / 1000)))
   return {granted, 0}
 end
-return {0, tat + need * interval - burst - now}
+return {0, wait}
 """
+)
 
 # KEYS[1]: the channel's hold. ARGV: seconds in microseconds. Keeps the later end; the key
 # outlives the hold by a second so the bucket restarts empty (its floor) even after a quiet hold.
@@ -313,7 +315,9 @@ return 1
 
 # KEYS: one pair key per recipient (same order as the answer). ARGV: interval_us, burst_us,
 # and optionally a fixed "now". Mirrors `_pair_step`; keys live until the pair's bucket is full.
-_PAIR_LUA: Final = """
+_PAIR_LUA: Final = (
+    gcra.LUA
+    + """
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local now
@@ -325,19 +329,17 @@ else
 end
 local waits = {}
 for i, key in ipairs(KEYS) do
-  local tat = math.max(tonumber(redis.call('GET', key) or 0), now)
-  local allow_at = tat + interval - burst
-  if allow_at > now then
-    waits[i] = allow_at - now
-  else
-    local new_tat = tat + interval
-    redis.call('SET', key, string.format('%.0f', new_tat),
-               'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
-    waits[i] = 0
+  local allowed, _, _, wait, tat =
+    gcra(tonumber(redis.call('GET', key) or 0), now, interval, burst, 1, 1, 0)
+  if allowed == 1 then
+    redis.call('SET', key, string.format('%.0f', tat),
+               'PX', math.max(1, math.ceil((tat - now) / 1000)))
   end
+  waits[i] = wait
 end
 return waits
 """
+)
 
 # KEYS[1]: the pair key. ARGV: interval_us, burst_us, wait_us. Mirrors `_pair_limited_tat`.
 _PAIR_LIMITED_LUA: Final = """

@@ -8,7 +8,7 @@ same address (a neighbour behind the same NAT or proxy) is always served. The re
 remembered in the process (each process learns of it from the address's first failure it
 sees), so while it lasts a failure costs no limiter round trip, and a request whose credential
 cannot be valid on its face (no header, a malformed key, a JWT with a bad signature) is refused
-after a dictionary look-up alone, before any database work (app/auth/gate.py). Random
+after a dictionary look-up alone, before any database work (app/access/gate.py). Random
 well-formed keys cost what any request's key costs: a keyed hash and one indexed look-up.
 """
 

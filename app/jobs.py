@@ -15,16 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import Settings
 from app.db.runner import SessionRunner, StatementRunner
 from app.kit import outbox
-
-if TYPE_CHECKING:
-    from app.config import Settings
-    from app.resources import Resources
+from app.resources import Resources
 
 T = TypeVar("T")
 JobBody = Callable[["JobContext"], Awaitable[datetime | None]]

@@ -1,0 +1,75 @@
+"""Consent settings: the input REST and GraphQL share, and the public shape."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from app.kit.validation import refuse_null, without_null
+
+MAX_KEYWORDS = 50
+MAX_KEYWORD_LENGTH = 50
+MAX_REPLY_LENGTH = 1024
+
+
+def normalize_keyword(text: str) -> str:
+    """A keyword or message body as they are compared: Unicode NFC, white space around it
+    trimmed, case folded ("  Stop " and "STOP" are "stop")."""
+    return unicodedata.normalize("NFC", text).strip().casefold()
+
+
+def _keyword(value: str) -> str:
+    keyword = normalize_keyword(value)
+    if not keyword:
+        raise ValueError("a keyword cannot be blank")
+    if len(keyword) > MAX_KEYWORD_LENGTH:
+        raise ValueError(f"a keyword has at most {MAX_KEYWORD_LENGTH} characters")
+    return keyword
+
+
+Keyword = Annotated[str, AfterValidator(_keyword)]
+Keywords = Annotated[list[Keyword], Field(max_length=MAX_KEYWORDS)]
+Reply = Annotated[str, Field(min_length=1, max_length=MAX_REPLY_LENGTH)]
+
+
+class ConsentSettingsUpdate(BaseModel):
+    """Fields present replace the stored ones; a reply set to null sends no confirmation."""
+
+    model_config = ConfigDict(
+        extra="ignore", json_schema_extra=without_null("opt_out_keywords", "opt_in_keywords")
+    )
+
+    opt_out_keywords: Keywords | None = None
+    opt_in_keywords: Keywords | None = None
+    opt_out_reply: Reply | None = None
+    opt_in_reply: Reply | None = None
+
+    _no_null = field_validator("opt_out_keywords", "opt_in_keywords", mode="before")(refuse_null)
+
+    @field_validator("opt_out_keywords", "opt_in_keywords")
+    @classmethod
+    def _distinct(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(dict.fromkeys(value))
+
+    def changes(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class ConsentSettingsResponse(BaseModel):
+    opt_out_keywords: list[str]
+    opt_in_keywords: list[str]
+    opt_out_reply: str | None
+    opt_in_reply: str | None
+    updated_at: str | None = Field(description="null while the defaults apply")
+
+
+def consent_settings_to_public(settings: Any) -> dict[str, Any]:
+    return {
+        "opt_out_keywords": list(settings.opt_out_keywords),
+        "opt_in_keywords": list(settings.opt_in_keywords),
+        "opt_out_reply": settings.opt_out_reply,
+        "opt_in_reply": settings.opt_in_reply,
+        "updated_at": settings.updated_at,
+    }

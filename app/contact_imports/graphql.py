@@ -1,0 +1,119 @@
+"""Contact imports over GraphQL: read them, and follow one as it runs. Uploading a file is
+REST only (`POST /api/v1/contacts/imports`): GraphQL here carries no file uploads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+from graphql import GraphQLError
+from strawberry.types import Info
+
+from app.access.scopes import Scope
+from app.contact_imports import service
+from app.contact_imports.models import ImportStatus
+from app.graphql.context import Context
+from app.graphql.errors import as_graphql_error
+from app.graphql.pagination import Connection, connection
+from app.graphql.permissions import requires
+from app.graphql.planned import plannable
+from app.graphql.resource import node_field
+from app.graphql.socket import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.kit.errors import DomainError, NotFound
+
+# How often a followed import is read again while it runs.
+PROGRESS_POLL_SECONDS = 1.0
+
+
+@strawberry.type(description="A CSV of contacts being imported, and its progress.")
+class ContactImport:
+    id: strawberry.ID
+    organization_id: str
+    status: str = strawberry.field(description="queued, processing, completed or failed")
+    file_name: str
+    size_bytes: float = strawberry.field(description="The file's size in bytes")
+    on_duplicate: str = strawberry.field(description="update or skip")
+    default_region: str | None
+    rows_read: int
+    created_count: int
+    updated_count: int
+    skipped_count: int
+    failed_count: int
+    error: str | None = strawberry.field(description="Why the whole file was refused")
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+ContactImportConnection = Connection[ContactImport]
+
+
+def as_contact_import(value: Any) -> ContactImport:
+    # Rows carry the same attributes as the type; no copy is needed.
+    return cast(ContactImport, value)
+
+
+FINISHED = (ImportStatus.COMPLETED.value, ImportStatus.FAILED.value)
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(extensions=requires(Scope.FULL_ACCESS), description="Newest first.")
+    @plannable
+    async def contact_imports(
+        self,
+        info: Info[Context, None],
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> ContactImportConnection | None:
+        return await connection(
+            info.context, (first, after, last, before), service.list_imports, as_contact_import
+        )
+
+    contact_import = node_field(
+        Scope.FULL_ACCESS, service.get_import, as_contact_import, ContactImport
+    )
+
+
+async def _follow(context: SocketContext, first: Any) -> AsyncGenerator[ContactImport, None]:
+    subject = context.require_subject()
+    current = first
+    yield as_contact_import(current)
+    while current.status not in FINISHED:
+        await asyncio.sleep(PROGRESS_POLL_SECONDS)
+        await context.recheck()
+        try:
+            async with context.db() as session:
+                latest = await service.get_import(session, subject, first.id)
+        except NotFound:
+            raise as_graphql_error(NotFound("Import")) from None
+        if latest.updated_at != current.updated_at or latest.status != current.status:
+            current = latest
+            yield as_contact_import(current)
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        extensions=requires(Scope.FULL_ACCESS),
+        description="The import now, then each time its progress changes, until it is "
+        "completed or failed.",
+    )
+    async def contact_import_progress(
+        self, info: Info[Context, None], id: strawberry.ID
+    ) -> AsyncGenerator[ContactImport, None]:
+        # Not a generator itself: an unknown id is refused before the subscription starts.
+        context = info.context
+        if not isinstance(context, SocketContext):
+            raise GraphQLError(SUBSCRIPTIONS_OVER_WEBSOCKET, extensions={"code": "bad_request"})
+        try:
+            async with context.db() as session:
+                first = await service.get_import(session, context.require_subject(), id)
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        return _follow(context, first)

@@ -1,0 +1,52 @@
+"""Every query on contact imports, scoped to one organization."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlalchemy import select
+
+from app.contact_imports.models import ContactImport, ContactImportError
+from app.kit.repository import OrgScopedRepository
+
+
+class ContactImportRepository(OrgScopedRepository[ContactImport]):
+    model = ContactImport
+    resource = "Import"
+    list_columns: ClassVar = tuple(
+        getattr(ContactImport, name)
+        for name in (
+            "id",
+            "organization_id",
+            "status",
+            "file_name",
+            "size_bytes",
+            "on_duplicate",
+            "default_region",
+            "rows_read",
+            "created_count",
+            "updated_count",
+            "skipped_count",
+            "failed_count",
+            "error",
+            "created_at",
+            "updated_at",
+            "finished_at",
+        )
+    )
+
+
+async def error_batch(session: Any, import_id: str, after: int, limit: int) -> list[Any]:
+    """Refused rows of an import after row `after`, in row order (the error report)."""
+    result = await session.execute(
+        select(
+            ContactImportError.row_number,
+            ContactImportError.phone_number,
+            ContactImportError.name,
+            ContactImportError.reason,
+        )
+        .where(ContactImportError.import_id == import_id, ContactImportError.row_number > after)
+        .order_by(ContactImportError.row_number)
+        .limit(limit)
+    )
+    return list(result.all())
