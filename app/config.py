@@ -83,6 +83,18 @@ class Settings(BaseSettings):
     # Browser origins allowed to call /graphql and /api/v1, comma-separated (app/cors.py).
     cors_origins: str | None = None
     graph_api_url: str = "https://graph.facebook.com"
+    # The Graph API version every platform URL is built with (`{graph_api_url}/{version}/…`).
+    graph_api_version: str = Field(default="v19.0", pattern=r"^v[0-9]{1,3}\.[0-9]{1,2}$")
+    # Meta's limits and ratings (docs/api.md "Meta's limits and ratings"): a campaign
+    # recipient refused for Meta's per-user marketing limit (131049) is tried again after
+    # this long, at most this many times, then failed.
+    campaign_deferral_seconds: float = Field(default=24 * 3600.0, gt=0)
+    campaign_deferral_max_retries: int = Field(default=3, ge=0, le=100)
+    # A campaign's send rate on a channel rated YELLOW, as a share of the channel's budget.
+    yellow_rate_factor: float = Field(default=0.5, gt=0, le=1)
+    # What a message costs, by Meta's pricing category and recipient country (JSON; see
+    # app/campaigns/costs.py). Unset: no rates, costs are 0.
+    message_rate_card: str | None = None
     # A message sent outside a campaign (a reply) waits at most this long for its channel's
     # send budget, a 130429 hold or its recipient's pair rate; then it is stored failed.
     send_max_wait_seconds: float = Field(default=10.0, gt=0)
@@ -291,6 +303,14 @@ class Settings(BaseSettings):
             file_secret_settings = SecretsSettingsSource(settings_cls, secrets_dir=directory)
         return init_settings, env_settings, dotenv_settings, file_secret_settings
 
+    @field_validator("message_rate_card")
+    @classmethod
+    def _valid_rate_card(cls, value: str | None) -> str | None:
+        from app.kit.rate_card import parse_rate_card  # the card's one reader
+
+        parse_rate_card(value)
+        return value
+
     @field_validator("voice_prices")
     @classmethod
     def _valid_voice_prices(cls, value: str | None) -> str | None:
@@ -355,6 +375,7 @@ class Settings(BaseSettings):
         "llm_prices",
         "cors_origins",
         "voice_prices",
+        "message_rate_card",
         mode="before",
     )
     @classmethod

@@ -46,6 +46,8 @@ SAMPLES: dict[str, Any] = {
     # Doubling it would outlast the default job lease, which start-up refuses.
     "knowledge_extraction_seconds": 45.0,
     "voice_prices": '{"deepgram": 0.005}',
+    "graph_api_version": "v23.0",
+    "message_rate_card": '{"currency": "USD", "rates": {"marketing": {"*": 0.05}}}',
 }
 
 

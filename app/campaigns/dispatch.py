@@ -46,6 +46,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.campaigns import meta_limits
 from app.campaigns import repository as ledger
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import Outcome
@@ -130,6 +131,8 @@ class Plan:
     variable_count: int
     parameters: dict[str, str]
     messages_per_second: int
+    # Meta's rating of the channel: the campaign's rate steps down at YELLOW (meta_limits.py).
+    quality_rating: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +247,7 @@ async def plan_dispatch(
         variable_count=_body_variable_count(template.components),
         parameters=dict(campaign.template_parameters or {}),
         messages_per_second=channel.messages_per_second,
+        quality_rating=channel.quality_rating,
     )
 
 
@@ -345,13 +349,15 @@ async def dispatch_campaign(
         await session.commit()
     if plan is None or isinstance(plan, datetime):
         return plan
+    if isinstance(plan, Plan):
+        plan = meta_limits.paced(plan, resources.settings)
     if isinstance(plan, Unsendable):
         await _fail_everyone(resources, plan)
     elif plan.livemode:
         # A third of the lease: the run and its final settle end long before it runs out.
         seconds = min(RUN_SECONDS, resources.settings.job_lease_seconds / 3)
         own = sender is None
-        live = sender or BulkMessageSender(resources.settings.graph_api_url)
+        live = sender or _live_sender(resources.settings)
         try:
             async with platform_for(
                 livemode=True,
@@ -391,7 +397,9 @@ async def dispatch_job(job: JobContext) -> datetime | None:
 
 
 def _live_sender(settings: Settings) -> BulkMessageSender:
-    return BulkMessageSender(settings.graph_api_url, max_connections=MAX_IN_FLIGHT)
+    return BulkMessageSender(
+        settings.graph_api_url, max_connections=MAX_IN_FLIGHT, version=settings.graph_api_version
+    )
 
 
 async def _fail_everyone(resources: Resources, plan: Unsendable) -> None:

@@ -17,7 +17,7 @@ from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.access.subject import Subject
-from app.campaigns import reports, service
+from app.campaigns import costs, reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import (
     CampaignCreate,
@@ -77,7 +77,8 @@ class CampaignRecipient:
     phone_number: str = strawberry.field(description="As it was at launch")
     name: str = strawberry.field(description="The contact's name as it was at launch")
     status: str = strawberry.field(
-        description="pending, claimed (being sent), sent, delivered, read or failed"
+        description="pending, claimed (being sent), sent, delivered, read, failed or deferred "
+        "(waiting out Meta's per-user marketing limit)"
     )
     platform_message_id: str | None = strawberry.field(
         description="WhatsApp's message id once the platform accepted the message"
@@ -87,6 +88,16 @@ class CampaignRecipient:
     delivered_at: datetime | None
     read_at: datetime | None
     failed_at: datetime | None
+    pricing_category: str | None = strawberry.field(
+        description="Meta's pricing category of the message (marketing, utility, …)"
+    )
+    billable: bool | None = strawberry.field(description="Whether Meta bills the message")
+    deferrals: int = strawberry.field(
+        description="Times deferred for Meta's per-user marketing limit (131049)"
+    )
+    deferred_until: datetime | None = strawberry.field(
+        description="When a deferred recipient is tried again"
+    )
 
 
 def as_recipient(row: Any) -> CampaignRecipient:
@@ -102,10 +113,26 @@ def as_recipient(row: Any) -> CampaignRecipient:
         delivered_at=row.delivered_at,
         read_at=row.read_at,
         failed_at=row.failed_at,
+        pricing_category=row.pricing_category,
+        billable=row.billable,
+        deferrals=row.deferrals,
+        deferred_until=row.deferred_until,
     )
 
 
 CampaignRecipientConnection = Connection[CampaignRecipient]
+
+
+@strawberry.type(description="What the campaign costs at the message rate card's prices.")
+class CampaignCost:
+    currency: str
+    category: str | None = strawberry.field(description="The template's category")
+    recipients: int
+    estimated_cost: float = strawberry.field(
+        description="Every recipient at the template category's price"
+    )
+    billable_messages: int = strawberry.field(description="Messages Meta reported billable")
+    cost_so_far: float = strawberry.field(description="Billable messages at their category")
 
 
 @strawberry.type(
@@ -189,8 +216,30 @@ class Campaign:
     delivered_count: int
     read_count: int
     failed_count: int
+    deferred_count: int = strawberry.field(
+        description="Recipients waiting out Meta's per-user marketing limit (not sent, not "
+        "failed): a campaign with any is not completed"
+    )
+    paused_reason: str | None = strawberry.field(
+        description="Why the campaign paused itself (its channel's rating fell to RED)"
+    )
     created_at: datetime
     updated_at: datetime
+
+    @strawberry.field(
+        description="Estimated cost and cost so far, from the message rate card "
+        "(SWITCHBOARD_MESSAGE_RATE_CARD)"
+    )
+    async def cost(self, info: Info[Context, None]) -> CampaignCost:
+        context = info.context
+        try:
+            async with context.db() as session:
+                found = await costs.campaign_cost(
+                    session, context.require_subject(), str(self.id), context.resources.settings
+                )
+        except DomainError as exc:
+            raise as_graphql_error(exc) from exc
+        return CampaignCost(**found.as_dict())
 
     @strawberry.field(description="The counters and the rates derived from them")
     def stats(self) -> CampaignStats:

@@ -31,6 +31,10 @@ RECIPIENT_COLUMNS = (
     CampaignRecipient.delivered_at,
     CampaignRecipient.read_at,
     CampaignRecipient.failed_at,
+    CampaignRecipient.pricing_category,
+    CampaignRecipient.billable,
+    CampaignRecipient.deferrals,
+    CampaignRecipient.deferred_until,
 )
 
 

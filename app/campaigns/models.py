@@ -36,6 +36,8 @@ class RecipientStatus(StrEnum):
     DELIVERED = "delivered"
     READ = "read"
     FAILED = "failed"
+    # Refused for Meta's per-user marketing limit (131049): pending again at `deferred_until`.
+    DEFERRED = "deferred"
 
 
 class Campaign(TimestampMixin, Base):
@@ -71,6 +73,10 @@ class Campaign(TimestampMixin, Base):
     delivered_count: Mapped[int] = mapped_column(Integer, default=0)
     read_count: Mapped[int] = mapped_column(Integer, default=0)
     failed_count: Mapped[int] = mapped_column(Integer, default=0)
+    # Recipients waiting out Meta's per-user marketing limit (not sent, not failed).
+    deferred_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Why the campaign paused itself (the channel's rating fell to RED); null otherwise.
+    paused_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     livemode: Mapped[bool] = mapped_column(Boolean)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
@@ -110,6 +116,14 @@ class CampaignRecipient(Base):
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     read_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
     failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(timezone=True), nullable=True)
+    # Meta's pricing of the message (statuses[].pricing): category and whether it is billed.
+    pricing_category: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    billable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # Times the recipient was deferred for Meta's per-user marketing limit, and until when.
+    deferrals: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    deferred_until: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(timezone=True), nullable=True
+    )
 
 
 __all__ = ["AudienceType", "Campaign", "CampaignRecipient", "CampaignStatus", "RecipientStatus"]

@@ -107,15 +107,7 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             Contact.name,
             Contact.custom_fields,
             literal(RecipientStatus.PENDING.value, String()).label("status"),
-        ).where(
-            self._org_bound(Contact),
-            # Contacts who opted out of marketing are never recipients (docs/api.md, "Consent").
-            Contact.marketing_opt_out_at.is_(None),
-        )
-        if campaign.audience_type == AudienceType.TAGS:
-            source = source.where(self._has_any_tag(list(campaign.audience_tags or [])))
-        elif campaign.audience_type == AudienceType.MANUAL:
-            source = source.where(Contact.id.in_(list(campaign.audience_contact_ids or [])))
+        ).where(*self._audience(campaign))
         # In contact id order: the ledger's indexes (all led by the campaign and ordered by
         # contact id) then grow at their right edge instead of splitting pages everywhere.
         source = source.order_by(Contact.id)
@@ -128,6 +120,28 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
             )
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    def _audience(self, campaign: Campaign) -> list[ColumnElement[bool]]:
+        """The contacts of the campaign's audience, as conditions on Contact."""
+        conditions = [
+            self._org_bound(Contact),
+            # Contacts who opted out of marketing are never recipients (docs/api.md, "Consent").
+            Contact.marketing_opt_out_at.is_(None),
+        ]
+        if campaign.audience_type == AudienceType.TAGS:
+            conditions.append(self._has_any_tag(list(campaign.audience_tags or [])))
+        elif campaign.audience_type == AudienceType.MANUAL:
+            conditions.append(Contact.id.in_(list(campaign.audience_contact_ids or [])))
+        return conditions
+
+    async def audience_prefixes(self, campaign: Campaign, length: int) -> list[tuple[str, int]]:
+        """How many contacts of the audience as it stands have numbers starting with each
+        `length`-character prefix (a launch would resolve these)."""
+        prefix = func.substr(Contact.phone_number, 1, length)
+        rows = await self._execute(
+            select(prefix, func.count()).where(*self._audience(campaign)).group_by(prefix)
+        )
+        return [(str(value or ""), int(count)) for value, count in rows.all()]
 
     def _has_any_tag(self, tags: list[str]) -> ColumnElement[bool]:
         if self.dialect_name == "postgresql":

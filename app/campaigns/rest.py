@@ -12,8 +12,9 @@ from starlette.responses import Response, StreamingResponse
 
 from app.access.scopes import Scope
 from app.access.subject import Subject
-from app.campaigns import reports, service
+from app.campaigns import costs, reports, service
 from app.campaigns.schemas import (
+    CampaignCostResponse,
     CampaignCreate,
     CampaignPageQuery,
     CampaignResponse,
@@ -49,6 +50,13 @@ async def update_campaign(ctx: RequestContext) -> Response:
         ctx.session, ctx.subject, ctx.path_param("campaign_id"), ctx.body(CampaignUpdate)
     )
     return json_response(campaign_to_public(campaign))
+
+
+async def campaign_cost(ctx: RequestContext) -> Response:
+    cost = await costs.campaign_cost(
+        ctx.session, ctx.subject, ctx.path_param("campaign_id"), ctx.resources.settings
+    )
+    return json_response(cost.as_dict())
 
 
 async def delete_campaign(ctx: RequestContext) -> Response:
@@ -166,6 +174,16 @@ OPERATIONS = (
         _TAG,
         status_code=204,
         errors=(400, 404),
+    ),
+    Operation(
+        "GET",
+        "/campaigns/{campaign_id}/cost",
+        campaign_cost,
+        Scope.CAMPAIGNS_MANAGE,
+        "Estimated cost and cost so far, from the message rate card",
+        _TAG,
+        response_model=CampaignCostResponse,
+        errors=(404,),
     ),
     Operation(
         "GET",

@@ -139,6 +139,12 @@ class CampaignResponse(BaseModel):
     delivered_count: int
     read_count: int
     failed_count: int
+    deferred_count: int = Field(
+        description="Recipients waiting out Meta's per-user marketing limit (131049)"
+    )
+    paused_reason: str | None = Field(
+        description="Why the campaign paused itself (its channel's rating fell to RED)"
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -189,3 +195,14 @@ class RecipientTaggingResponse(BaseModel):
     skipped_count: int = Field(
         description="Matched contacts left untagged: deleted since, or at the 100-tag limit"
     )
+
+
+class CampaignCostResponse(BaseModel):
+    """`GET /campaigns/{id}/cost`: prices from the rate card (app/campaigns/costs.py)."""
+
+    currency: str
+    category: str | None = Field(description="The template's category, as Meta prices it")
+    recipients: int = Field(description="The audience as it stands (draft) or the ledger")
+    estimated_cost: float = Field(description="Every recipient at the template category's price")
+    billable_messages: int = Field(description="Messages Meta reported billable so far")
+    cost_so_far: float = Field(description="Billable messages at their priced category")

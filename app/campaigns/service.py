@@ -317,6 +317,7 @@ async def resume_campaign(session: AsyncSession, subject: Subject, campaign_id: 
     campaign = await get_campaign(session, subject, campaign_id)
     if campaign.status != CampaignStatus.PAUSED:
         raise _refuse("resume", campaign)
+    campaign.paused_reason = None
     await _start_or_schedule(session, campaign)
     await session.flush()
     return campaign

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.campaigns import meta_limits
 from app.campaigns import repository as ledger
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import campaign_message_to_public, recipient_to_public
@@ -24,7 +25,11 @@ _RANK = {
 
 
 async def apply_status(
-    session: AsyncSession, channel_id: str, status: dict[str, Any], error: str | None
+    session: AsyncSession,
+    channel_id: str,
+    status: dict[str, Any],
+    error: str | None,
+    deferral: meta_limits.DeferralPolicy | None = None,
 ) -> bool:
     """One `statuses[]` entry about a message of one of the channel's campaigns: the ledger
     moves forward only (a duplicate or late status changes nothing), and the counters move by
@@ -38,9 +43,12 @@ async def apply_status(
     if recipient is None:
         return False
     new = str(status.get("status", ""))
+    meta_limits.record_pricing(recipient, status)
     current = recipient.status
     now = utcnow()
     if current == RecipientStatus.FAILED:
+        return True
+    if await meta_limits.defer_if_limited(session, recipient, status, deferral):
         return True
     events: list[str]
     if new == RecipientStatus.FAILED:

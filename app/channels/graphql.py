@@ -38,6 +38,19 @@ class Channel:
     agent_id: str | None = strawberry.field(
         description="The agent that answers the channel's inbound messages; null: people do"
     )
+    quality_rating: str | None = strawberry.field(
+        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; null until Meta says"
+    )
+    messaging_limit: str | None = strawberry.field(
+        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED)"
+    )
+    quality_event: str | None = strawberry.field(
+        description="Meta's last quality event (FLAGGED, UPGRADE…)"
+    )
+    quality_updated_at: datetime | None = strawberry.field(
+        description="When Meta sent its last quality update"
+    )
+    account_status: str | None = strawberry.field(description="Meta's last account_update event")
     created_at: datetime
     updated_at: datetime
 

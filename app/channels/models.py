@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     CheckConstraint,
@@ -15,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db.base import Base, TimestampMixin, id_column
+from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
 
 # The channel holds its number in its mode (see `Channel.holds_number`).
 HOLDS_NUMBER = text("holds_number")
@@ -62,3 +65,17 @@ class Channel(TimestampMixin, Base):
     agent_id: Mapped[str | None] = mapped_column(
         ForeignKey("agents.id", ondelete="SET NULL"), nullable=True
     )
+    # Meta's view of the number (phone_number_quality_update, account_update webhooks;
+    # app/channels/ratings.py): GREEN / YELLOW / RED / UNKNOWN, the messaging limit tier
+    # (TIER_250…TIER_UNLIMITED), the last quality event and when Meta sent it, the last
+    # account event. Null until Meta says.
+    quality_rating: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    messaging_limit: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    quality_event: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    quality_updated_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(timezone=True), nullable=True
+    )
+    account_status: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Meta's time of the latest update applied per kind ({"quality": unix seconds, …}): an
+    # older update that arrives late changes nothing.
+    platform_event_times: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)

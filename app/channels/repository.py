@@ -30,6 +30,11 @@ class ChannelRepository(OrgScopedRepository[Channel]):
         Channel.livemode,
         Channel.messages_per_second,
         Channel.agent_id,
+        Channel.quality_rating,
+        Channel.messaging_limit,
+        Channel.quality_event,
+        Channel.quality_updated_at,
+        Channel.account_status,
         Channel.created_at,
         Channel.updated_at,
     )

@@ -114,6 +114,15 @@ class ChannelResponse(BaseModel):
     livemode: bool
     messages_per_second: int
     agent_id: str | None
+    quality_rating: str | None = Field(
+        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; null until Meta says"
+    )
+    messaging_limit: str | None = Field(
+        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED); null until Meta says"
+    )
+    quality_event: str | None = Field(description="Meta's last quality event (FLAGGED, UPGRADE…)")
+    quality_updated_at: str | None = Field(description="When Meta sent its last quality update")
+    account_status: str | None = Field(description="Meta's last account_update event")
     created_at: str
     updated_at: str
 

@@ -159,7 +159,12 @@ async def _refuse_held(session: AsyncSession, subject: Subject, phone_number_id:
 async def verify_phone_number(settings: Settings, phone_number_id: str, access_token: str) -> None:
     """The platform lets `access_token` read the number (Graph API `GET /{phone_number_id}`):
     PhoneNumberNotVerified when it refuses, PlatformFailure when it cannot answer now."""
-    async with GraphApiClient(settings.graph_api_url, access_token, retry=VERIFY_RETRY) as client:
+    async with GraphApiClient(
+        settings.graph_api_url,
+        access_token,
+        retry=VERIFY_RETRY,
+        version=settings.graph_api_version,
+    ) as client:
         try:
             await client.phone_number(phone_number_id)
         except WhatsAppError as exc:

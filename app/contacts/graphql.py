@@ -37,6 +37,9 @@ class Contact:
     tags: list[str]
     notes: str | None
     custom_fields: JSON | None
+    platform_user_id: str | None = strawberry.field(
+        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one"
+    )
     do_not_call: bool
     created_at: datetime
     updated_at: datetime

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Text, false
+from sqlalchemy import Boolean, ForeignKey, Index, String, Text, false, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
@@ -50,6 +50,14 @@ class Contact(TimestampMixin, Base):
         TAGS_INDEX,
         SEARCH_INDEX,
         PHONE_PREFIX_INDEX,
+        # Inbound messages from a user known by Meta's business-scoped id only.
+        Index(
+            "ix_contacts_organization_id_platform_user_id",
+            "organization_id",
+            "platform_user_id",
+            postgresql_where=text("platform_user_id IS NOT NULL"),
+            sqlite_where=text("platform_user_id IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = id_column()
@@ -59,6 +67,9 @@ class Contact(TimestampMixin, Base):
     tags: Mapped[list[str]] = mapped_column(JSONType, default=list)
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
     custom_fields: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    # Meta's business-scoped user id (BSUID, `US.1349…`): how WhatsApp names a user who hides
+    # their number; replies then go to it. Empty `phone_number` for such a contact.
+    platform_user_id: Mapped[str | None] = mapped_column(String(160), nullable=True)
     # Consent (docs/api.md, "Consent"): an opt-out from marketing messages, when and how it
     # came, and whether the contact may be called.
     marketing_opt_out_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -74,6 +74,7 @@ class ContactRepository(OrgScopedRepository[Contact]):
         Contact.tags,
         Contact.notes,
         Contact.custom_fields,
+        Contact.platform_user_id,
         Contact.marketing_opt_out_at,
         Contact.marketing_opt_out_source,
         Contact.do_not_call,
@@ -99,6 +100,16 @@ class ContactRepository(OrgScopedRepository[Contact]):
         result = await self._execute(
             self.scoped(select(Contact))
             .where(Contact.phone_number == phone_number)
+            .order_by(Contact.created_at, Contact.id)
+            .limit(1)
+        )
+        return result.scalar_one_or_none()
+
+    async def by_platform_user_id(self, user_id: str) -> Contact | None:
+        """The organization's contact WhatsApp knows by this business-scoped user id."""
+        result = await self._execute(
+            self.scoped(select(Contact))
+            .where(Contact.platform_user_id == user_id)
             .order_by(Contact.created_at, Contact.id)
             .limit(1)
         )

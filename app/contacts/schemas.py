@@ -163,6 +163,10 @@ class ContactResponse(BaseModel):
     tags: list[str]
     notes: str | None
     custom_fields: dict[str, Any] | None
+    platform_user_id: str | None = Field(
+        default=None,
+        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one",
+    )
     marketing_opt_out: MarketingOptOut | None
     do_not_call: bool
     created_at: str
@@ -186,6 +190,7 @@ def contact_to_public(item: Any) -> dict[str, Any]:
         "tags": item.tags or [],
         "notes": item.notes,
         "custom_fields": item.custom_fields,
+        "platform_user_id": item.platform_user_id,
         "marketing_opt_out": marketing_opt_out_of(item),
         "do_not_call": bool(item.do_not_call),
         "created_at": item.created_at,

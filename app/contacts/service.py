@@ -37,6 +37,24 @@ async def create_contact(session: AsyncSession, subject: Subject, data: ContactC
     return contact
 
 
+async def create_platform_user(
+    session: AsyncSession, subject: Subject, user_id: str, name: str
+) -> Contact:
+    """A contact WhatsApp names by its business-scoped user id only (the user hides their
+    number): no phone number, replies go to the id."""
+    contact = Contact(
+        organization_id=subject.organization_id,
+        phone_number="",
+        name=name,
+        tags=[],
+        platform_user_id=user_id,
+    )
+    ContactRepository(session, subject).add(contact)
+    await session.flush()
+    await emit(session, subject, "lead.created", contact_to_public(contact))
+    return contact
+
+
 async def get_contact(session: AsyncSession, subject: Subject, contact_id: str) -> Any:
     return await ContactRepository(session, subject).get_row_or_404(contact_id)
 

@@ -53,6 +53,10 @@ class ConversationMessage:
     agent_id: str | None = strawberry.field(
         description="The agent that wrote an outbound message (an AI reply); null for people"
     )
+    pricing_category: str | None = strawberry.field(
+        description="Meta's pricing category of the message (service, marketing, …)"
+    )
+    billable: bool | None = strawberry.field(description="Whether Meta bills the message")
     created_at: datetime
     updated_at: datetime
 

@@ -15,6 +15,7 @@ platform retries anything but a 2xx for days, and a number deleted here would ne
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -22,6 +23,9 @@ import structlog
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.campaigns import meta_limits
+from app.campaigns.meta_limits import DeferralPolicy
+from app.channels import ratings
 from app.channels.models import Channel
 from app.channels.repository import holder_of
 from app.channels.schemas import is_upstream_id
@@ -31,6 +35,7 @@ from app.conversations import service, statuses
 from app.conversations.models import Message
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
+from app.kit.platform_times import event_time
 from app.resources import Resources
 from app.templates import service as templates
 
@@ -63,6 +68,18 @@ class PayloadInvalid(Exception):
     """Signed, but not JSON."""
 
 
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One entry of a webhook body: its business account, Meta's time of it, its origin,
+    and the settings its handling reads."""
+
+    account: str
+    at: int
+    simulated: bool
+    deferral: DeferralPolicy
+    settings: Settings
+
+
 async def process_payload(
     session: AsyncSession, payload: Any, settings: Settings, *, simulated: bool = False
 ) -> None:
@@ -70,15 +87,18 @@ async def process_payload(
     test-mode channels). The caller commits."""
     if not isinstance(payload, dict):
         return
+    deferral = DeferralPolicy.of(settings)
     for entry in payload.get("entry") or []:
         if not isinstance(entry, dict):
             continue
-        account = str(entry.get("id", ""))
+        delivery = Delivery(
+            str(entry.get("id", "")), event_time(entry), simulated, deferral, settings
+        )
         for change in entry.get("changes") or []:
             if not isinstance(change, dict) or not isinstance(change.get("value"), dict):
                 continue
             field = str(change.get("field", ""))
-            await _apply_change(session, account, field, change["value"], settings, simulated)
+            await _apply_change(session, delivery, field, change["value"])
 
 
 async def channel_for_traffic(
@@ -93,19 +113,27 @@ async def channel_for_traffic(
 
 
 async def _apply_change(
-    session: AsyncSession,
-    account: str,
-    field: str,
-    value: dict[str, Any],
-    settings: Settings,
-    simulated: bool,
+    session: AsyncSession, delivery: Delivery, field: str, value: dict[str, Any]
 ) -> None:
+    account, at, simulated = delivery.account, delivery.at, delivery.simulated
     if field == "message_template_status_update":
-        if not await templates.apply_status_update(session, account, value):
+        if not await templates.apply_status_update(session, account, value, at):
             logger.info("status update for an unknown template", account=account)
         return
     if field == "message_template_quality_update":
-        await templates.apply_quality_update(session, account, value)
+        await templates.apply_quality_update(session, account, value, at)
+        return
+    if field == "template_category_update":
+        await templates.apply_category_update(session, account, value, at)
+        return
+    if field == "phone_number_quality_update":
+        changes = await ratings.apply_quality_update(
+            session, account, value, at, simulated=simulated
+        )
+        await meta_limits.pause_for_rating(session, changes)
+        return
+    if field == "account_update":
+        await ratings.apply_account_update(session, account, value, at, simulated=simulated)
         return
     if field not in ("messages", "user_preferences"):
         logger.info("webhook field not handled", field=field)
@@ -125,19 +153,29 @@ async def _apply_change(
         return
     entries = value.get("statuses")
     entries = entries if isinstance(entries, list) else []
-    await statuses.apply_statuses(session, channel, entries)
+    await statuses.apply_statuses(session, channel, entries, delivery.deferral)
     await consent.apply_status_opt_outs(session, channel, entries)
-    contacts = value.get("contacts")
-    names = {
-        str(contact.get("wa_id")): (contact.get("profile") or {}).get("name")
-        for contact in (contacts if isinstance(contacts, list) else [])
+    listed = value.get("contacts")
+    contacts = [
+        contact
+        for contact in (listed if isinstance(listed, list) else [])
         if isinstance(contact, dict) and isinstance(contact.get("profile") or {}, dict)
+    ]
+    # A sender by phone number (`wa_id`) or by business-scoped user id (`user_id`).
+    names = {
+        str(contact.get(key)): (contact.get("profile") or {}).get("name")
+        for contact in contacts
+        for key in ("wa_id", "user_id")
+        if contact.get(key)
     }
+    user_ids = {str(c["wa_id"]): c.get("user_id") for c in contacts if c.get("wa_id")}
+    only_user_id = contacts[0].get("user_id") if len(contacts) == 1 else None
     messages = value.get("messages")
     for message in messages if isinstance(messages, list) else []:
         if isinstance(message, dict):
-            name = names.get(str(message.get("from")))
-            await _receive(session, channel, message, name, settings)
+            sender = str(message.get("from") or message.get("from_user_id") or "")
+            user_id = user_ids.get(sender) or message.get("from_user_id") or only_user_id
+            await _receive(session, channel, message, names.get(sender), user_id, delivery.settings)
 
 
 async def _receive(
@@ -145,12 +183,13 @@ async def _receive(
     channel: Channel,
     message: dict[str, Any],
     profile_name: Any,
+    user_id: Any,
     settings: Settings,
 ) -> None:
     """Store one message; a new one also goes to the registered listeners (an agent's reply)."""
     try:
         async with session.begin_nested():
-            stored = await service.receive_message(session, channel, message, profile_name)
+            stored = await service.receive_message(session, channel, message, profile_name, user_id)
             if stored is not None:
                 for listener in _inbound_listeners:
                     await listener(session, channel, stored, settings)

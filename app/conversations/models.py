@@ -86,6 +86,9 @@ class Message(TimestampMixin, Base):
     agent_id: Mapped[str | None] = mapped_column(
         ForeignKey("agents.id", ondelete="SET NULL"), nullable=True
     )
+    # Meta's pricing of the message (statuses[].pricing): category and whether it is billed.
+    pricing_category: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    billable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 class ParkedStatus(Base):

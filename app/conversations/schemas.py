@@ -26,6 +26,8 @@ class MessageResponse(BaseModel):
     failed_at: str | None
     # The agent that wrote an outbound message (an AI reply); null for people and inbound.
     agent_id: str | None
+    pricing_category: str | None = None
+    billable: bool | None = None
     created_at: str
     updated_at: str
 
@@ -49,6 +51,8 @@ def message_to_public(message: Any) -> dict[str, Any]:
         "read_at": message.read_at,
         "failed_at": message.failed_at,
         "agent_id": message.agent_id,
+        "pricing_category": message.pricing_category,
+        "billable": message.billable,
         "created_at": message.created_at,
         "updated_at": message.updated_at,
     }

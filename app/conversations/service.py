@@ -22,10 +22,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.scopes import Scope
 from app.access.subject import PrincipalType, Subject
+from app.campaigns.meta_limits import record_pricing
 from app.channels import service as channels
 from app.channels.models import Channel
 from app.consent import service as consent
 from app.contacts import service as contacts
+from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
@@ -37,7 +39,7 @@ from app.inbox.schemas import TicketCreate
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.governed import SendBudget
-from app.integrations.whatsapp.types import TemplateMessage
+from app.integrations.whatsapp.types import TemplateMessage, is_user_id
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState
 from app.kit.ids import normalize_id
@@ -95,6 +97,7 @@ async def apply_status(
     message = await message_by_platform_id(session, channel.id, str(status.get("id", "")))
     if message is None:
         return None
+    record_pricing(message, status)
     try:
         new = MessageStatus(str(status.get("status", "")))
     except ValueError:
@@ -171,9 +174,11 @@ async def receive_message(
     channel: Channel,
     message: dict[str, Any],
     profile_name: Any,
+    user_id: Any = None,
 ) -> Message | None:
-    """One `messages[]` entry; None when it was already stored (a redelivery) or cannot be
-    (no usable id or sender number: logged)."""
+    """One `messages[]` entry (`user_id`: the sender's business-scoped id from `contacts[]`);
+    None when it was already stored (a redelivery) or cannot be (no usable id, no usable
+    sender: logged)."""
     platform_id = usable_platform_id(message.get("id"))
     if platform_id is None:
         logger.warning(
@@ -182,19 +187,11 @@ async def receive_message(
         return None
     if await message_by_platform_id(session, channel.id, platform_id):
         return None
-    subject = platform_subject(channel)
-    try:
-        phone = to_e164(f"+{str(message.get('from', '')).lstrip('+')}")
-    except InvalidInput:
-        logger.warning("inbound message from an unusable number", platform_message_id=platform_id)
-        return None
-    contact = await ContactRepository(session, channel.organization_id).by_phone_number(phone)
+    contact = await _sender(session, channel, message, profile_name, user_id)
     if contact is None:
-        contact = await contacts.create_contact(
-            session,
-            subject,
-            ContactCreate(phone_number=phone, name=contact_name(profile_name, phone)),
-        )
+        logger.warning("inbound message from an unusable sender", platform_message_id=platform_id)
+        return None
+    subject = platform_subject(channel)
     created = await inbox.create_ticket(
         session, subject, TicketCreate(contact_id=UUID(contact.id)), channel
     )
@@ -218,16 +215,76 @@ async def receive_message(
     except IntegrityError:
         return None  # the same message, processed concurrently by another delivery
     await emit(session, stored, "message.received", message_to_public(stored))
-    if kind == "text":
+    # Consent is kept by phone number: a sender known only by a business-scoped id has none.
+    if kind == "text" and contact.phone_number:
         await consent.apply_keyword(
             session,
             channel,
-            phone_number=phone,
+            phone_number=contact.phone_number,
             ticket_id=created.ticket.id,
             text=text,
             at=stored.created_at,
         )
     return stored
+
+
+def sender_user_id(message: dict[str, Any], user_id: Any = None) -> str | None:
+    """The sender's business-scoped user id: the message's `from_user_id`, else the one its
+    `contacts[]` entry gave (`user_id`)."""
+    for value in (message.get("from_user_id"), user_id):
+        if is_user_id(value):
+            return str(value)
+    return None
+
+
+async def _sender(
+    session: AsyncSession,
+    channel: Channel,
+    message: dict[str, Any],
+    profile_name: Any,
+    user_id: Any,
+) -> Any:
+    """The contact who wrote: by E.164 number when Meta gives one (`from`), else by the
+    business-scoped user id (a user who hides their number), created when new; None when
+    the message names neither usably."""
+    subject = platform_subject(channel)
+    repository = ContactRepository(session, channel.organization_id)
+    user_id = sender_user_id(message, user_id)
+    sender = message.get("from")
+    phone = None
+    if isinstance(sender, str | int) and str(sender) and not is_user_id(str(sender)):
+        try:
+            phone = to_e164(f"+{str(sender).lstrip('+')}")
+        except InvalidInput:
+            phone = None
+    if phone is not None:
+        contact = await repository.by_phone_number(phone)
+        if contact is None:
+            contact = await contacts.create_contact(
+                session,
+                subject,
+                ContactCreate(phone_number=phone, name=contact_name(profile_name, phone)),
+            )
+        if user_id is not None and contact.platform_user_id is None:
+            contact.platform_user_id = user_id
+        return contact
+    if user_id is None:
+        return None
+    contact = await repository.by_platform_user_id(user_id)
+    if contact is None:
+        contact = await contacts.create_platform_user(
+            session, subject, user_id, contact_name(profile_name, user_id)
+        )
+    return contact
+
+
+async def reply_address(session: AsyncSession, ticket: Any) -> str:
+    """Where a reply goes: the contact's phone number, else its business-scoped user id
+    (sent in the messages endpoint's `recipient` field)."""
+    if ticket.contact.phone_number:
+        return str(ticket.contact.phone_number)
+    contact = await session.get(Contact, ticket.contact_id)
+    return str(contact.platform_user_id or "") if contact is not None else ""
 
 
 # --- replies --------------------------------------------------------------------------------
@@ -327,7 +384,7 @@ async def send_message(
             resources.settings.send_max_wait_seconds,
         ),
     ) as platform:
-        to = ticket.contact.phone_number
+        to = await reply_address(session, ticket)
         try:
             if template is None:
                 sent = await platform.send_text(channel.phone_number_id, to, text or "")

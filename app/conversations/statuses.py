@@ -30,6 +30,7 @@ import structlog
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.campaigns import meta_limits
 from app.campaigns import repository as ledger
 from app.campaigns import statuses as campaigns
 from app.channels.models import Channel
@@ -79,11 +80,19 @@ def usable_status(entry: Any) -> dict[str, Any] | None:
         "timestamp": timestamp if isinstance(timestamp, str | int) else None,
         # Text of the platform's (and of the recipient's side): PostgreSQL refuses NUL in it.
         "error": error.replace("\x00", "")[:MAX_ERROR_LENGTH] if error else None,
+        "error_code": meta_limits.error_code_of(entry.get("errors")),
+        "pricing": meta_limits.pricing_of(entry),
     }
 
 
-async def apply_statuses(session: AsyncSession, channel: Channel, entries: Sequence[Any]) -> None:
-    """The statuses of one webhook change, for the channel holding its number."""
+async def apply_statuses(
+    session: AsyncSession,
+    channel: Channel,
+    entries: Sequence[Any],
+    deferral: meta_limits.DeferralPolicy | None = None,
+) -> None:
+    """The statuses of one webhook change, for the channel holding its number (`deferral`:
+    how a campaign recipient refused for Meta's marketing limit is tried again)."""
     usable = [status for status in map(usable_status, entries) if status is not None]
     if len(usable) < len(entries):
         logger.info(
@@ -101,7 +110,7 @@ async def apply_statuses(session: AsyncSession, channel: Channel, entries: Seque
     unknown = []
     for status in usable:
         held = known is None or status["id"] in known
-        if not (held and await _apply(session, channel, status)):
+        if not (held and await _apply(session, channel, status, deferral)):
             unknown.append(status)
     if unknown:
         await _park(session, channel.id, unknown)
@@ -112,11 +121,16 @@ async def _known(session: AsyncSession, channel_id: str, message_ids: list[str])
     return in_campaigns | await known_message_ids(session, channel_id, message_ids)
 
 
-async def _apply(session: AsyncSession, channel: Channel, status: dict[str, Any]) -> bool:
+async def _apply(
+    session: AsyncSession,
+    channel: Channel,
+    status: dict[str, Any],
+    deferral: meta_limits.DeferralPolicy | None = None,
+) -> bool:
     """False when no message of the channel has the status's id. Validated before (see
     `usable_status`), a status is written without a savepoint of its own: the hot path of a
     campaign's callbacks pays no extra round trips."""
-    if await campaigns.apply_status(session, channel.id, status, status["error"]):
+    if await campaigns.apply_status(session, channel.id, status, status["error"], deferral):
         return True
     return await service.apply_status(session, channel, status, status["error"]) is not None
 
@@ -187,7 +201,9 @@ async def _not_parked_yet(
     return fresh
 
 
-async def retry_parked(session: AsyncSession, channel_id: str) -> datetime | None:
+async def retry_parked(
+    session: AsyncSession, channel_id: str, deferral: meta_limits.DeferralPolicy | None = None
+) -> datetime | None:
     """One run of the channel's retry job: drop the expired, apply those whose message is
     now known; when to run again, or None when none is left (the caller settles the job in
     this same transaction)."""
@@ -213,7 +229,7 @@ async def retry_parked(session: AsyncSession, channel_id: str) -> datetime | Non
     known = await _known(session, channel_id, [row.platform_message_id for row in rows])
     done = [row for row in rows if row.platform_message_id in known]
     for row in done:
-        await _apply(session, channel, row.status)
+        await _apply(session, channel, row.status, deferral)
     if done:
         await session.execute(
             delete(ParkedStatus).where(ParkedStatus.id.in_([row.id for row in done]))

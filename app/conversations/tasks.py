@@ -1,4 +1,5 @@
-"""The conversations domain's jobs."""
+"""The conversations domain's jobs, among them the consent domain's keyword confirmation
+reply (it is sent through this domain's send path)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import structlog
 
 from app.access.scopes import Scope
 from app.access.subject import PrincipalType, Subject
+from app.campaigns.meta_limits import DeferralPolicy
 from app.channels.models import Channel
 from app.consent.service import CONFIRM_ACTOR, CONFIRM_QUEUE
-from app.conversations import service as conversations
-from app.conversations import statuses
+from app.conversations import service, statuses
 from app.conversations.inbound import SignatureInvalid, handle_signed
 from app.conversations.schemas import MessageSend
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
@@ -37,37 +38,38 @@ async def retry_statuses(job: JobContext) -> datetime | None:
     """A channel's parked statuses tried again (app/conversations/statuses.py); settled in
     the run's own transaction, under the lock parking takes."""
     channel_id, *earlier = job.args
+    deferral = DeferralPolicy.of(job.runtime.resources.settings)
     async with job.runtime.resources.session(writes=True) as session:
         if earlier:
             # A job of the one-per-status retries that came before: (status, attempt).
             channel = await session.get(Channel, channel_id)
             if channel is not None:
-                await statuses.apply_statuses(session, channel, [earlier[0]])
+                await statuses.apply_statuses(session, channel, [earlier[0]], deferral)
             again = None
         else:
-            again = await statuses.retry_parked(session, channel_id)
+            again = await statuses.retry_parked(session, channel_id, deferral)
         await job.settle(session, again)
         await session.commit()
     return again
 
 
-# The consent domain's confirmation reply to an opt-out or opt-in keyword: a job of this
-# domain, since it is a send on a conversation (consent only queues it).
 async def send_confirmation(
     resources: Resources, organization_id: str, livemode: bool, ticket_id: str, text: str
 ) -> datetime | None:
-    """Through the conversation's send path (its channel, its send budget): a platform
-    refusal is stored as a failed message there; a conversation gone since is logged."""
+    """The confirmation reply to an opt-out or opt-in keyword (app/consent/service.py
+    `apply_keyword`), through the conversation's send path (its channel, its send budget):
+    a platform refusal is stored as a failed message there; a conversation gone since is
+    logged."""
     subject = Subject(
         organization_id=organization_id,
-        principal_id=conversations.PLATFORM_PRINCIPAL,
+        principal_id=service.PLATFORM_PRINCIPAL,
         principal_type=PrincipalType.API_KEY,
         scopes=frozenset({Scope.FULL_ACCESS}),
         livemode=livemode,
     )
     async with resources.session(writes=True) as session:
         try:
-            await conversations.send_message(
+            await service.send_message(
                 session, subject, resources, ticket_id, MessageSend(text=text)
             )
         except DomainError as exc:
@@ -78,6 +80,7 @@ async def send_confirmation(
 
 
 TASKS = (
+    Task(CONFIRM_ACTOR, CONFIRM_QUEUE, with_resources(send_confirmation)),
     Task(CALLBACK_ACTOR, CALLBACK_QUEUE, with_resources(deliver_callback)),
     Task(
         statuses.STATUS_RETRY_ACTOR,
@@ -85,5 +88,4 @@ TASKS = (
         retry_statuses,
         priority=statuses.STATUS_RETRY_PRIORITY,
     ),
-    Task(CONFIRM_ACTOR, CONFIRM_QUEUE, with_resources(send_confirmation)),
 )

@@ -54,6 +54,13 @@ class MessageTemplate:
     submission_error: str | None = strawberry.field(
         description="Why the platform could not be reached yet (submission is retried)"
     )
+    platform_status: str | None = strawberry.field(
+        description="Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…)"
+    )
+    previous_category: str | None = strawberry.field(
+        description="The category before Meta's last recategorization"
+    )
+    category_updated_at: datetime | None
     created_at: datetime
     updated_at: datetime
 
@@ -73,6 +80,9 @@ def as_template(row: Any) -> MessageTemplate:
         quality_score=row.quality_score,
         rejected_reason=row.rejected_reason,
         submission_error=row.submission_error,
+        platform_status=row.platform_status,
+        previous_category=row.previous_category,
+        category_updated_at=row.category_updated_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

@@ -64,6 +64,15 @@ class MessageTemplate(TimestampMixin, Base):
     # The last failure to reach the platform while submitting (retried); null once submitted.
     submission_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     livemode: Mapped[bool] = mapped_column(Boolean)
+    # Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…), finer than `status`.
+    platform_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # The category before Meta's last recategorization, and when Meta made it.
+    previous_category: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    category_updated_at: Mapped[datetime | None] = mapped_column(
+        UTCDateTime(timezone=True), nullable=True
+    )
+    # Meta's time of the latest status / quality / category update applied (unix seconds).
+    platform_event_times: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
 
 
 # The simulator's record of what the platform holds (test mode only; the domain never reads

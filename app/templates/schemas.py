@@ -161,6 +161,13 @@ class TemplateResponse(BaseModel):
     quality_score: str
     rejected_reason: str | None
     submission_error: str | None
+    platform_status: str | None = Field(
+        default=None, description="Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…)"
+    )
+    previous_category: str | None = Field(
+        default=None, description="The category before Meta's last recategorization"
+    )
+    category_updated_at: str | None = None
     created_at: str
     updated_at: str
 
@@ -214,6 +221,9 @@ def template_to_public(template: Any) -> dict[str, Any]:
         "quality_score": template.quality_score,
         "rejected_reason": template.rejected_reason,
         "submission_error": template.submission_error,
+        "platform_status": template.platform_status,
+        "previous_category": template.previous_category,
+        "category_updated_at": template.category_updated_at,
         "created_at": template.created_at,
         "updated_at": template.updated_at,
     }

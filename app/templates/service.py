@@ -44,7 +44,8 @@ from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.pagination import NumberedPage, PageParams
-from app.templates.models import MessageTemplate, TemplateStatus
+from app.kit.platform_times import as_datetime, is_newest, with_time
+from app.templates.models import MessageTemplate, TemplateCategory, TemplateStatus
 from app.templates.repository import (
     TemplateRepository,
     template_by_id,
@@ -64,6 +65,9 @@ SUBMIT_ACTOR = "templates.submit"
 SUBMIT_QUEUE = "default"
 STATUS_EVENT = "template.status_updated"
 QUALITY_EVENT = "template.quality_updated"
+CATEGORY_EVENT = "template.category_updated"
+STATUS_KIND, QUALITY_KIND, CATEGORY_KIND = "status", "quality", "category"
+_CATEGORIES = frozenset(category.value for category in TemplateCategory)
 # Waits between submission attempts while the platform is unreachable or throttling.
 SUBMIT_RETRY_SECONDS = (5.0, 30.0, 120.0, 600.0)
 # The platform's template statuses, folded into the three the API shows.
@@ -286,7 +290,10 @@ async def _apply_listing(
     before = template.status
     template.platform_template_id = item.id
     template.status = status_from_platform(item.status, template.status)
-    template.category = item.category or template.category
+    template.platform_status = _platform_word(item.status) or template.platform_status
+    if item.category and item.category != template.category:
+        template.previous_category = template.category
+        template.category = item.category
     template.components = item.components
     template.quality_score = quality_from_platform(item.quality_score)
     template.submission_error = None
@@ -526,15 +533,18 @@ async def apply_status_update(
     session: AsyncSession,
     business_account_id: str,
     value: dict[str, Any],
+    at: int | None = None,
 ) -> int:
-    """`message_template_status_update`: the platform's review finished (or changed)."""
+    """`message_template_status_update`: the platform's review finished (or changed). `at`:
+    Meta's time of the update; one older than the latest applied changes nothing."""
     templates = await _templates_named_by(session, business_account_id, value)
     event = str(value.get("event", ""))
     reason = value.get("reason")
-    for template in templates:
+    for template in _newest(templates, STATUS_KIND, at):
         before = template.status
         template.platform_template_id = str(value.get("message_template_id"))
         template.status = status_from_platform(event, template.status)
+        template.platform_status = _platform_word(event) or template.platform_status
         template.submission_error = None
         if template.status == TemplateStatus.REJECTED.value and reason and reason != "NONE":
             template.rejected_reason = str(reason)
@@ -547,12 +557,58 @@ async def apply_quality_update(
     session: AsyncSession,
     business_account_id: str,
     value: dict[str, Any],
+    at: int | None = None,
 ) -> int:
     """`message_template_quality_update`: the platform re-rated a template."""
     templates = await _templates_named_by(session, business_account_id, value)
     score = quality_from_platform(value.get("new_quality_score"))
-    for template in templates:
+    for template in _newest(templates, QUALITY_KIND, at):
         if template.quality_score != score:
             template.quality_score = score
             await _emit(session, template, QUALITY_EVENT)
     return len(templates)
+
+
+async def apply_category_update(
+    session: AsyncSession,
+    business_account_id: str,
+    value: dict[str, Any],
+    at: int | None = None,
+) -> int:
+    """`template_category_update`: Meta recategorized a template (`previous_category` →
+    `new_category`). A notice of an impending change (it names `correct_category`) changes
+    nothing yet: the completed change follows as its own update."""
+    if "correct_category" in value:
+        return 0
+    category = _platform_word(value.get("new_category"))
+    if category not in _CATEGORIES:
+        return 0
+    templates = await _templates_named_by(session, business_account_id, value)
+    for template in _newest(templates, CATEGORY_KIND, at):
+        if template.category != category:
+            template.previous_category = template.category
+            template.category = category
+            template.category_updated_at = as_datetime(at) if at is not None else utcnow()
+            await _emit(session, template, CATEGORY_EVENT)
+    return len(templates)
+
+
+def _platform_word(value: Any) -> str | None:
+    if not isinstance(value, str) or not 0 < len(value) <= 32 or not value.isascii():
+        return None
+    return value.strip().upper() or None
+
+
+def _newest(
+    templates: Sequence[MessageTemplate], kind: str, at: int | None
+) -> list[MessageTemplate]:
+    """The templates for which an update of `kind` sent at `at` is the newest yet; their
+    record of it moves to `at`."""
+    if at is None:
+        return list(templates)
+    newest = []
+    for template in templates:
+        if is_newest(template.platform_event_times, kind, at):
+            template.platform_event_times = with_time(template.platform_event_times, kind, at)
+            newest.append(template)
+    return newest

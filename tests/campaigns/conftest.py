@@ -16,6 +16,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.campaigns.dispatch import dispatch_campaign
+from app.campaigns.meta_limits import RETRY_ACTOR, retry_deferred
 from app.campaigns.service import DISPATCH_ACTOR
 from app.conversations.tasks import deliver_callback
 from app.events.models import Event
@@ -36,6 +37,7 @@ TASKS: dict[str, Task] = {
     SUBMIT_ACTOR: submit_template,
     CALLBACK_ACTOR: deliver_callback,
     DISPATCH_ACTOR: dispatch_campaign,
+    RETRY_ACTOR: retry_deferred,
 }
 
 
@@ -62,7 +64,7 @@ class Jobs:
     def _runnable(self, job: OutboxJob, delayed: bool) -> bool:
         if job.available_at <= utcnow():
             return True
-        return delayed and job.actor != DISPATCH_ACTOR
+        return delayed and job.actor not in (DISPATCH_ACTOR, RETRY_ACTOR)
 
     async def drain(self, *, delayed: bool = True, limit: int = 500) -> list[str]:
         ran: list[str] = []

@@ -27,6 +27,11 @@ FIELDS = {
     "livemode",
     "messages_per_second",
     "agent_id",
+    "quality_rating",
+    "messaging_limit",
+    "quality_event",
+    "quality_updated_at",
+    "account_status",
     "created_at",
     "updated_at",
 }

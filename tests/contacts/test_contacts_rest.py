@@ -34,6 +34,7 @@ async def test_create_returns_contact_shape(client: httpx.AsyncClient, acme: Ten
         "tags",
         "notes",
         "custom_fields",
+        "platform_user_id",
         "marketing_opt_out",
         "do_not_call",
         "created_at",

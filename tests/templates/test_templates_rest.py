@@ -38,6 +38,9 @@ FIELDS = {
     "quality_score",
     "rejected_reason",
     "submission_error",
+    "platform_status",
+    "previous_category",
+    "category_updated_at",
     "created_at",
     "updated_at",
 }

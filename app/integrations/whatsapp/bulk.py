@@ -18,7 +18,7 @@ import orjson
 
 from app.integrations.whatsapp.client import GraphApiClient, sent_message_of
 from app.integrations.whatsapp.errors import PlatformUnavailable, from_error_body
-from app.integrations.whatsapp.types import GRAPH_API_VERSION, SentMessage
+from app.integrations.whatsapp.types import GRAPH_API_VERSION, SentMessage, graph_root
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -38,9 +38,11 @@ class BulkMessageSender:
         *,
         max_connections: int = 512,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        version: str = GRAPH_API_VERSION,
     ) -> None:
         self.base_url = base_url
-        self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
+        self.version = version
+        self.root = graph_root(base_url, version)
         self._timeout = aiohttp.ClientTimeout(
             total=timeout_seconds, sock_connect=CONNECT_TIMEOUT_SECONDS
         )
@@ -62,7 +64,7 @@ class BulkMessageSender:
     ) -> SentMessage:
         """One message; `payload` as GraphApiClient builds it, `headers`:
         `headers_for(access_token)`, built once per client."""
-        to = str(payload["to"])
+        to = str(payload.get("to") or payload.get("recipient"))
         body = orjson.dumps(
             {"messaging_product": "whatsapp", "recipient_type": "individual", **payload}
         )
@@ -99,7 +101,9 @@ class BulkGraphApiClient(GraphApiClient):
     other refusal of a send: the sender's caller holds the channel or the recipient."""
 
     def __init__(self, sender: BulkMessageSender, access_token: str) -> None:
-        super().__init__(sender.base_url, access_token, retry_throttling=False)
+        super().__init__(
+            sender.base_url, access_token, retry_throttling=False, version=sender.version
+        )
         self._sender = sender
         self._headers = headers_for(access_token)
 

@@ -1,4 +1,5 @@
-"""The real platform: Meta's Graph API v19.0 over httpx.
+"""The real platform: Meta's Graph API over httpx, at the version `SWITCHBOARD_GRAPH_API_VERSION`
+names (v19.0 by default).
 
 The channel's access token is the only credential (a bearer header, never a query parameter,
 so it stays out of logs). Failures are Meta's error envelopes mapped to typed errors
@@ -36,6 +37,8 @@ from app.integrations.whatsapp.types import (
     SentMessage,
     TemplateMessage,
     TemplateSpec,
+    graph_root,
+    recipient_fields,
 )
 
 logger = structlog.get_logger("switchboard.whatsapp")
@@ -86,10 +89,11 @@ class GraphApiClient:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         sleep: Sleep = asyncio.sleep,
         retry_throttling: bool = True,
+        version: str = GRAPH_API_VERSION,
     ) -> None:
         """`retry_throttling=False`: 130429 and 131056 are raised at once, for a caller whose
         send governor (app/kit/send_governor.py) holds the whole channel or recipient instead."""
-        self.root = f"{base_url.rstrip('/')}/{GRAPH_API_VERSION}"
+        self.root = graph_root(base_url, version)
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token
         self._owns_http = http is None
@@ -254,12 +258,13 @@ class GraphApiClient:
             f"{self.root}/{phone_number_id}/messages",
             json={"messaging_product": "whatsapp", "recipient_type": "individual", **payload},
         )
-        return sent_message_of(body, str(payload["to"]))
+        return sent_message_of(body, str(payload.get("to") or payload.get("recipient")))
 
     async def send_text(self, phone_number_id: str, to: str, body: str) -> SentMessage:
+        """`to`: a phone number, or a business-scoped user id (sent as `recipient`)."""
         return await self._send(
             phone_number_id,
-            {"to": to, "type": "text", "text": {"preview_url": False, "body": body}},
+            {**recipient_fields(to), "type": "text", "text": {"preview_url": False, "body": body}},
         )
 
     async def send_template(
@@ -279,7 +284,7 @@ def template_message_payload(to: str, template: TemplateMessage) -> dict[str, An
                 "parameters": [{"type": "text", "text": text} for text in template.body_parameters],
             }
         ]
-    return {"to": to, "type": "template", "template": payload}
+    return {**recipient_fields(to), "type": "template", "template": payload}
 
 
 def sent_message_of(body: Any, to: str) -> SentMessage:
@@ -289,7 +294,10 @@ def sent_message_of(body: Any, to: str) -> SentMessage:
     except (KeyError, IndexError, TypeError) as exc:
         raise WhatsAppError("Messaging platform accepted the message without an id") from exc
     contacts = body.get("contacts") or [{}]
-    return SentMessage(message_id, str(contacts[0].get("wa_id", to.lstrip("+"))))
+    first = contacts[0] if isinstance(contacts[0], dict) else {}
+    return SentMessage(
+        message_id, str(first.get("wa_id") or first.get("user_id") or to.lstrip("+"))
+    )
 
 
 def _platform_template(item: dict[str, Any]) -> PlatformTemplate:

@@ -71,6 +71,9 @@ async def platform_for(
             yield bulk if budget is None else GovernedPlatform(bulk, budget)
         return
     async with GraphApiClient(
-        settings.graph_api_url, access_token, retry_throttling=budget is None
+        settings.graph_api_url,
+        access_token,
+        retry_throttling=budget is None,
+        version=settings.graph_api_version,
     ) as client:
         yield client if budget is None else GovernedPlatform(client, budget)

@@ -13,6 +13,8 @@ import hmac
 import time
 from typing import Any
 
+from app.integrations.whatsapp.types import is_user_id
+
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 
 
@@ -68,15 +70,23 @@ def message_status(
     *,
     timestamp: int | None = None,
     errors: list[dict[str, Any]] | None = None,
+    pricing: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A `statuses[]` change. A recipient known by business-scoped user id only is named in
+    `recipient_user_id` (no `recipient_id`)."""
     entry: dict[str, Any] = {
         "id": message_id,
         "status": status,
         "timestamp": str(timestamp if timestamp is not None else int(time.time())),
-        "recipient_id": recipient.lstrip("+"),
     }
+    if is_user_id(recipient):
+        entry["recipient_user_id"] = recipient
+    else:
+        entry["recipient_id"] = recipient.lstrip("+")
     if errors:
         entry["errors"] = errors
+    if pricing:
+        entry["pricing"] = pricing
     return messages_change(
         business_account_id, phone_number_id, display_phone_number, statuses=[entry]
     )
@@ -93,21 +103,23 @@ def inbound_text(
     profile_name: str = "",
     timestamp: int | None = None,
 ) -> dict[str, Any]:
-    wa_id = sender.lstrip("+")
+    """An inbound text. A `sender` that is a business-scoped user id is a user who hides
+    their number: `contacts[].user_id` and `messages[].from_user_id`, no `wa_id` nor `from`."""
+    at = str(timestamp if timestamp is not None else int(time.time()))
+    message: dict[str, Any] = {"id": message_id, "timestamp": at, "type": "text"}
+    if is_user_id(sender):
+        contact: dict[str, Any] = {"profile": {"name": profile_name}, "user_id": sender}
+        message["from_user_id"] = sender
+    else:
+        contact = {"profile": {"name": profile_name}, "wa_id": sender.lstrip("+")}
+        message["from"] = sender.lstrip("+")
+    message["text"] = {"body": text}
     return messages_change(
         business_account_id,
         phone_number_id,
         display_phone_number,
-        contacts=[{"profile": {"name": profile_name}, "wa_id": wa_id}],
-        messages=[
-            {
-                "from": wa_id,
-                "id": message_id,
-                "timestamp": str(timestamp if timestamp is not None else int(time.time())),
-                "type": "text",
-                "text": {"body": text},
-            }
-        ],
+        contacts=[contact],
+        messages=[message],
     )
 
 
@@ -151,3 +163,50 @@ def template_quality_update(
             "message_template_language": language,
         },
     )
+
+
+def template_category_update(
+    business_account_id: str,
+    template_id: str,
+    name: str,
+    language: str,
+    previous: str,
+    new: str,
+) -> dict[str, Any]:
+    return envelope(
+        business_account_id,
+        "template_category_update",
+        {
+            "message_template_id": int(template_id) if template_id.isdigit() else template_id,
+            "message_template_name": name,
+            "message_template_language": language,
+            "previous_category": previous,
+            "new_category": new,
+        },
+    )
+
+
+def phone_number_quality_update(
+    business_account_id: str,
+    display_phone_number: str,
+    event: str,
+    current_limit: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    return envelope(
+        business_account_id,
+        "phone_number_quality_update",
+        {
+            "display_phone_number": display_phone_number.lstrip("+"),
+            "event": event,
+            "current_limit": current_limit,
+            **extra,
+        },
+    )
+
+
+def at_time(payload: dict[str, Any], seconds: int) -> dict[str, Any]:
+    """The webhook with Meta's send time (`entry[].time`) set on each entry."""
+    for entry in payload["entry"]:
+        entry["time"] = seconds
+    return payload

@@ -161,7 +161,7 @@ class Simulator:
 
     # --- messages ----------------------------------------------------------------------
 
-    def _accept(self, phone_number_id: str, to: str) -> SentMessage:
+    def _accept(self, phone_number_id: str, to: str, category: str = "service") -> SentMessage:
         if to == INVALID_NUMBER:
             raise InvalidParameter(
                 "(#131009) Parameter value is not valid",
@@ -174,8 +174,16 @@ class Simulator:
             error = Undeliverable("Message undeliverable", code=131026)
             self._status(phone_number_id, message_id, to, "failed", SENT_AFTER, error)
         else:
-            self._status(phone_number_id, message_id, to, "sent", SENT_AFTER)
-            self._status(phone_number_id, message_id, to, "delivered", DELIVERED_AFTER)
+            # Meta prices a message on its statuses (sent and delivered carry `pricing`).
+            pricing = {
+                "billable": category != "service",
+                "pricing_model": "PMP",
+                "category": category,
+            }
+            self._status(phone_number_id, message_id, to, "sent", SENT_AFTER, pricing=pricing)
+            self._status(
+                phone_number_id, message_id, to, "delivered", DELIVERED_AFTER, pricing=pricing
+            )
             if to != NEVER_READ:
                 self._status(phone_number_id, message_id, to, "read", READ_AFTER)
         return SentMessage(message_id, to.lstrip("+"))
@@ -188,6 +196,7 @@ class Simulator:
         status: str,
         delay: float,
         error: Undeliverable | None = None,
+        pricing: dict[str, Any] | None = None,
     ) -> None:
         errors = None
         if error is not None:
@@ -208,6 +217,7 @@ class Simulator:
                 to,
                 status,
                 errors=errors,
+                pricing=pricing,
             ),
             delay,
         )
@@ -220,17 +230,19 @@ class Simulator:
     async def send_template(
         self, phone_number_id: str, to: str, template: TemplateMessage
     ) -> SentMessage:
-        found = await self._session.scalar(
-            select(SimulatedTemplate.status).where(
-                SimulatedTemplate.business_account_id == self._business_account_id,
-                SimulatedTemplate.name == template.name,
-                SimulatedTemplate.language == template.language,
+        found = (
+            await self._session.execute(
+                select(SimulatedTemplate.status, SimulatedTemplate.category).where(
+                    SimulatedTemplate.business_account_id == self._business_account_id,
+                    SimulatedTemplate.name == template.name,
+                    SimulatedTemplate.language == template.language,
+                )
             )
-        )
-        if found != "APPROVED":
+        ).first()
+        if found is None or found[0] != "APPROVED":
             raise InvalidParameter(
                 "(#132001) Template name does not exist in the translation",
                 code=132001,
                 details=f"template name ({template.name}) does not exist in {template.language}",
             )
-        return self._accept(phone_number_id, to)
+        return self._accept(phone_number_id, to, str(found[1]).lower())

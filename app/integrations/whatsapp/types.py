@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# The default of `SWITCHBOARD_GRAPH_API_VERSION`; every URL is built by `graph_root`.
 GRAPH_API_VERSION = "v19.0"
+
+
+def graph_root(base_url: str, version: str = GRAPH_API_VERSION) -> str:
+    """`https://graph.facebook.com/v19.0`: the prefix of every Graph API URL."""
+    return f"{base_url.rstrip('/')}/{version}"
+
+
+# A business-scoped user id (BSUID): ISO country code, a dot, up to 128 alphanumerics; a
+# parent BSUID has `ENT.` after the country (`US.13491208655302741918`, `US.ENT.1181…`).
+USER_ID = re.compile(r"[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]{1,128}")
+
+
+def is_user_id(value: object) -> bool:
+    return isinstance(value, str) and USER_ID.fullmatch(value) is not None
+
+
+def recipient_fields(address: str) -> dict[str, str]:
+    """How the messages endpoint names a recipient: `to` for a phone number, `recipient` for
+    a business-scoped user id (Meta takes `to` first when both are given; one is sent)."""
+    return {"recipient": address} if is_user_id(address) else {"to": address}
 
 
 @dataclass(frozen=True, slots=True)

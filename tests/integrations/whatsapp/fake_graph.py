@@ -17,6 +17,7 @@ import asyncio
 import base64
 import bisect
 import itertools
+import re
 import socket
 import threading
 import time
@@ -37,6 +38,7 @@ from app.integrations.whatsapp.errors import error_body
 from app.integrations.whatsapp.types import LibraryFilters
 
 VERSION = "/v19.0"
+VERSIONED = re.compile(r"^/v[0-9]+\.[0-9]+(?=/)")
 
 
 @dataclass
@@ -159,7 +161,8 @@ class FakeGraph:
                 return JSONResponse(
                     error_body(190, "Invalid OAuth access token - Cannot parse access token"), 401
                 )
-            path = request.url.path.removeprefix(VERSION).strip("/").split("/")
+            # Any Graph API version is served (SWITCHBOARD_GRAPH_API_VERSION chooses one).
+            path = VERSIONED.sub("", request.url.path).strip("/").split("/")
             try:
                 return self._route(request, path, _json_or_none(raw))
             except KeyError as exc:
@@ -297,14 +300,23 @@ class FakeGraph:
     def _send(self, body: dict[str, Any]) -> Response:
         if body.get("messaging_product") != "whatsapp":
             return JSONResponse(error_body(100, "(#100) Invalid parameter messaging_product"), 400)
-        to = str(body["to"])
+        # `to` (a phone number) wins over `recipient` (a business-scoped user id), as on Meta.
+        to = body.get("to")
+        user_id = body.get("recipient")
+        if not to and not user_id:
+            raise KeyError("to")
         message_id = f"wamid.HBgL{next(self._ids)}"
         self.messages.append({**body, "id": message_id})
         self.message_times.append(time.monotonic())
+        contact = (
+            {"input": str(to), "wa_id": str(to).lstrip("+")}
+            if to
+            else {"input": str(user_id), "user_id": str(user_id)}
+        )
         return JSONResponse(
             {
                 "messaging_product": "whatsapp",
-                "contacts": [{"input": to, "wa_id": to.lstrip("+")}],
+                "contacts": [contact],
                 "messages": [{"id": message_id}],
             }
         )
