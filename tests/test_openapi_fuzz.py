@@ -780,6 +780,18 @@ SEMANTIC_REFUSALS = re.compile(
             r"audience_type (tags|manual) needs at least one (audience tag|contact id)",
             # An upload's bytes must be of the type its file name says (PDF, DOCX or TXT).
             r"Unsupported file type\. Please upload a PDF, DOCX or TXT file\.",
+            # An agent's analysis_schema must be a valid JSON Schema that refers only within
+            # itself, within 16 KiB.
+            r"analysis_schema (is not a valid JSON Schema|may only refer within itself"
+            r"|must serialize to at most)",
+            # A contact import's file must be CSV text in UTF-8 with a usable header row.
+            r"The file is (empty|not CSV text|not UTF-8 text)|The header row"
+            r"|Duplicate columns|Missing required columns|Unknown columns"
+            r"|default_region must be an ISO 3166",
+            # Re-analysing a call needs a finished call with a transcript and an agent that
+            # still exists and defines analysis settings.
+            r"The call's agent (no longer exists|defines no analysis_schema)"
+            r"|The call has no transcript|The call is still in progress",
         ]
     )
 )

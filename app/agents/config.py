@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from app.agents.analysis_schema import MAX_CRITERIA_LENGTH, check_analysis_schema
+from app.agents.analysis_schema import MAX_PROPERTIES as MAX_ANALYSIS_PROPERTIES
 from app.kit.errors import InvalidInput
 from app.kit.jsonutil import dumps
 from app.kit.phone import to_e164
@@ -207,7 +208,21 @@ class AgentConfig(_Input):
     analysis_schema: JsonObject | None = Field(
         default=None,
         description="A JSON Schema (draft 2020-12) of an object: the structured data "
-        "extracted from each finished call into its call log's `analysis.data`",
+        "extracted from each finished call into its call log's `analysis.data`. It must be "
+        "a valid schema, refer only within itself and serialize to at most 16 KiB (400).",
+        # What a JSON Schema can say of it; the rest is in the description.
+        json_schema_extra={
+            "required": ["type", "properties"],
+            "properties": {
+                "type": {"const": "object"},
+                "properties": {
+                    "type": "object",
+                    "minProperties": 1,
+                    "maxProperties": MAX_ANALYSIS_PROPERTIES,
+                    "additionalProperties": {"type": ["object", "boolean"]},
+                },
+            },
+        },
     )
     success_criteria: str | None = Field(
         default=None,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import unicodedata
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from app.kit.validation import refuse_null, without_null
 
@@ -24,12 +31,16 @@ def _keyword(value: str) -> str:
     keyword = normalize_keyword(value)
     if not keyword:
         raise ValueError("a keyword cannot be blank")
-    if len(keyword) > MAX_KEYWORD_LENGTH:
-        raise ValueError(f"a keyword has at most {MAX_KEYWORD_LENGTH} characters")
     return keyword
 
 
-Keyword = Annotated[str, AfterValidator(_keyword)]
+# Length and "not blank" on the text as sent, so the OpenAPI document states both (case
+# folding may lengthen a keyword: "ß" is "ss").
+Keyword = Annotated[
+    str,
+    StringConstraints(max_length=MAX_KEYWORD_LENGTH, pattern=r"\S"),
+    AfterValidator(_keyword),
+]
 Keywords = Annotated[list[Keyword], Field(max_length=MAX_KEYWORDS)]
 Reply = Annotated[str, Field(min_length=1, max_length=MAX_REPLY_LENGTH)]
 
