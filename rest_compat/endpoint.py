@@ -153,7 +153,7 @@ class Operation:
     # Statuses the handler itself can answer with (401/403/429/500 are added to all).
     errors: tuple[int, ...] = field(default=())
     # Error statuses answered in another style than `style` (POST /calls: an unknown agent
-    # is the agents routes' 404).
+    # is the agents routes' 404; listed twice, a status is answered in either style).
     error_styles: tuple[tuple[int, ErrorStyle], ...] = field(default=())
     # Other success statuses answered with the same body (POST /inbox/tickets: 200 when the
     # contact's open ticket is returned instead of a new one, 201).

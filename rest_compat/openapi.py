@@ -206,6 +206,14 @@ def _error_schema(status: int, style: ErrorStyle) -> dict[str, Any]:
     return _ref("DetailError")
 
 
+def _error_body(op: Operation, status: int) -> dict[str, Any]:
+    """The error body of `status`: the operation's style, or those `error_styles` gives it
+    (either of two when the status is answered in both)."""
+    styles = list(dict.fromkeys(style for code, style in op.error_styles if code == status))
+    schemas = [_error_schema(status, style) for style in styles or [op.style]]
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+
+
 def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[dict[str, Any]]:
     schema = model.model_json_schema(ref_template=REF)
     schemas.update(schema.pop("$defs", {}))
@@ -280,7 +288,7 @@ def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     for status in sorted(statuses):
         responses[str(status)] = {
             "description": _DESCRIPTIONS.get(status, "Error"),
-            "content": _json(_error_schema(status, dict(op.error_styles).get(status, op.style))),
+            "content": _json(_error_body(op, status)),
         }
     document: dict[str, Any] = {
         "operationId": op.handler.__name__,

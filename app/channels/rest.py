@@ -100,6 +100,8 @@ OPERATIONS = (
         request_model=ChannelUpdate,
         response_model=ChannelResponse,
         errors=(400, 404, 422),
+        # An unknown channel is `{detail}`; an unknown agent_id the agents' 404 body.
+        error_styles=((404, ErrorStyle.DETAIL), (404, ErrorStyle.AGENT)),
     ),
     Operation(
         "DELETE",

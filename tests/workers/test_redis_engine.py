@@ -344,7 +344,7 @@ async def test_a_graceful_stop_finishes_the_delivery_in_progress(
 # --- stopping ------------------------------------------------------------------------------
 
 
-def wait_for_consumers(client: redis.Redis, processes: int, seconds: float = 20.0) -> None:
+def wait_for_consumers(client: redis.Redis, processes: int, seconds: float = 90.0) -> None:
     """Until `processes` worker processes fetch from Redis (each beats under its own id), so
     each has booted, its signal handling included."""
     deadline = time.monotonic() + seconds

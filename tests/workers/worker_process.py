@@ -68,7 +68,7 @@ class WorkerProcess:
         response.raise_for_status()
         return response.text
 
-    def wait_ready(self, seconds: float = 20.0) -> None:
+    def wait_ready(self, seconds: float = 90.0) -> None:
         """Until the metrics exporter answers: a worker process has booted (runtime open)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -89,7 +89,7 @@ class WorkerProcess:
         )
         return [int(pid) for pid in found.stdout.split()]
 
-    def wait_handling(self, signum: signal.Signals, seconds: float = 20.0) -> None:
+    def wait_handling(self, signum: signal.Signals, seconds: float = 90.0) -> None:
         """Until the main process catches `signum` and no longer blocks it (Dramatiq blocks
         the signals it forwards while it starts its worker processes): from then on a signal
         to the group reaches each worker process twice, directly and forwarded."""
