@@ -82,6 +82,8 @@ SUCCESS_NEEDS_STATE = frozenset(
         "GET /api/v1/agents/{agent_id}/tests/{test_id}",
         # A finished call with a transcript whose agent defines analysis settings.
         "POST /api/v1/call-logs/{call_log_id}/analyze",
+        # An import needs a CSV file with a header row of known columns.
+        "POST /api/v1/contacts/imports",
         # An import id must name an import of the organization; none is seeded.
         "GET /api/v1/contacts/imports/{import_id}",
         "GET /api/v1/contacts/imports/{import_id}/errors.csv",
