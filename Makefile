@@ -25,6 +25,10 @@ TOOLS := .uv
 UV := $(TOOLS)/bin/uv
 # Only the Python given (no interpreter downloads); quiet unless something fails.
 export UV_PYTHON_DOWNLOADS := never
+# Installed packages are compiled to bytecode once, at install: where the environment sets
+# PYTHONDONTWRITEBYTECODE, every process (each worker, server and CLI the suite starts) would
+# otherwise compile every module it imports, again, at each start.
+export UV_COMPILE_BYTECODE := 1
 IN_VENV := --quiet --python $(BIN)/python
 # Extra flags for `make lock`: `LOCK_FLAGS=--upgrade` (or `--upgrade-package NAME`) moves
 # pins to the newest releases pyproject.toml allows; without, existing pins are kept.
@@ -68,6 +72,7 @@ test: $(STAMP)
 	$(BIN)/switchboard export-schema --output $(VENV)/schema.check.graphql >/dev/null
 	@cmp -s schema.graphql $(VENV)/schema.check.graphql || \
 		(echo "schema.graphql is stale: run 'make schema' and commit it" && exit 1)
+	@$(BIN)/python -m compileall -q app rest_compat workers tests
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 lint: $(STAMP)

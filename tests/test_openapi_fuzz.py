@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 import time
 import urllib.parse
@@ -89,10 +90,19 @@ SUCCESS_NEEDS_STATE = frozenset(
         "GET /api/v1/contacts/imports/{import_id}/errors.csv",
     }
 )
-EXAMPLES_WITH_SCOPE = 30  # per operation and generation mode
-EXAMPLES_WITHOUT_SCOPE = 10  # per operation
-EXAMPLES_WITHOUT_CREDENTIALS = 10  # per operation
-EXAMPLES_WITHOUT_OPTIONAL_HEADERS = 5  # per operation
+# Examples per operation (and generation mode, with the scope). `make test` keeps the suite
+# within its time budget; `FUZZ_SCALE=4 pytest tests/test_openapi_fuzz.py` fuzzes deeper.
+FUZZ_SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+
+
+def _examples(count: int) -> int:
+    return max(1, round(count * FUZZ_SCALE))
+
+
+EXAMPLES_WITH_SCOPE = _examples(14)
+EXAMPLES_WITHOUT_SCOPE = _examples(4)
+EXAMPLES_WITHOUT_CREDENTIALS = _examples(4)
+EXAMPLES_WITHOUT_OPTIONAL_HEADERS = _examples(3)
 # Writes last, deletes at the very end, so reads and updates meet the rows seeded first.
 METHOD_ORDER = {"GET": 0, "POST": 1, "PUT": 2, "PATCH": 3, "DELETE": 4}
 

@@ -26,12 +26,6 @@ from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import anthropic
-import groq
-import httpx
-import httpx2
-import openai
-
 from app.config import Settings
 from app.engine.analysis import AnalysisResult, analyze_offline, analyze_with_model
 from app.engine.knowledge import Passage, agent_subject, knowledge_lookup
@@ -39,16 +33,14 @@ from app.engine.limits import ConversationLimits
 from app.engine.net import guarded_client
 from app.engine.pricing import cost_usd, price_of
 from app.engine.prompt import bounded_history, system_prompt
-from app.engine.providers.anthropic import AnthropicChat
+from app.engine.providers import adapter
 from app.engine.providers.base import (
     CompletionRequest,
     LanguageModel,
     ProviderFailure,
     TextSink,
 )
-from app.engine.providers.groq import groq_chat
 from app.engine.providers.offline import OfflineResponder
-from app.engine.providers.openai import openai_chat
 from app.engine.tools.booking import BOOKING_TOOLS, Calendar
 from app.engine.tools.builtins import (
     BUILTIN_TOOLS,
@@ -137,14 +129,8 @@ class EngineClients:
         }
         if base_url:
             options["base_url"] = base_url
-        if provider == "anthropic":
-            client = anthropic.AsyncAnthropic(
-                **options, http_client=self._http_client(httpx2, keyless)
-            )
-        elif provider == "groq":
-            client = groq.AsyncGroq(**options, http_client=self._http_client(httpx, keyless))
-        else:
-            client = openai.AsyncOpenAI(**options, http_client=self._http_client(httpx2, keyless))
+        sdk = adapter(provider)
+        client = sdk.sdk_client(options, self._http_client(sdk.HTTP_MODULE, keyless))
         self._sdk[cache_key] = client
         if len(self._sdk) > SDK_CLIENTS_KEPT:
             self._sdk.popitem(last=False)
@@ -162,11 +148,8 @@ class EngineClients:
         api_key = credential.api_key if credential is not None else None
         base_url = agent_url or (credential.base_url if credential is not None else None)
         client = self.sdk_client(provider, api_key, base_url)
-        if provider == "anthropic":
-            return AnthropicChat(client, model)
-        if provider == "groq":
-            return groq_chat(client, model)
-        return openai_chat(client, model, custom_endpoint=bool(base_url))
+        chat: LanguageModel = adapter(provider).chat(client, model, custom_endpoint=bool(base_url))
+        return chat
 
     async def aclose(self) -> None:
         await self.tool_caller.aclose()

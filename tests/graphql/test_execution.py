@@ -492,7 +492,7 @@ def rows(draw: st.DrawFn) -> list[tuple[int, str | None]]:
     return draw(st.lists(st.tuples(st.integers(0, 9), kinds), max_size=5))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     selections=st.lists(selection(), min_size=1, max_size=8),
     fragment=st.lists(selection(), max_size=3),

@@ -355,7 +355,7 @@ def run_sequence(
     return asyncio.run(scenario())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(case=limit_and_hits())
 def test_property_allowed_cost_in_any_window_is_bounded(
     case: tuple[RateLimit, list[tuple[int, int]]],
@@ -379,7 +379,7 @@ def test_property_allowed_cost_in_any_window_is_bounded(
             assert total <= limit.limit + window * limit.limit / (limit.period * US)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(case=limit_and_hits())
 def test_property_denied_hits_change_nothing(
     case: tuple[RateLimit, list[tuple[int, int]]],
@@ -397,7 +397,7 @@ def test_property_denied_hits_change_nothing(
     assert [d for _, _, d in replay] == [d for _, _, d in results if d.allowed]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     limit=limits,
     gaps=st.lists(st.one_of(st.just(0), st.integers(0, 10**7)), max_size=100),
@@ -409,7 +409,7 @@ def test_property_hits_at_the_rate_are_never_denied(limit: RateLimit, gaps: list
     assert all(d.allowed for _, _, d in results)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(case=limit_and_hits())
 def test_property_decision_fields_are_consistent(
     case: tuple[RateLimit, list[tuple[int, int]]],

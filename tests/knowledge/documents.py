@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import zipfile
 import zlib
@@ -64,6 +65,7 @@ def raw_pdf(objects: Sequence[bytes]) -> bytes:
     return bytes(out)
 
 
+@functools.lru_cache(maxsize=4)
 def flate_bomb_pdf(expanded_bytes: int = 200_000_000) -> bytes:
     """One page whose content stream inflates to `expanded_bytes` (it is ~0.1% of that)."""
     compressor = zlib.compressobj(9)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anthropic
+import httpx2
 
 from app.engine.providers.base import (
     CompletionRequest,
@@ -135,3 +136,14 @@ def _whole(response: Any) -> Completion:
     )
     usage = Usage(response.usage.input_tokens or 0, response.usage.output_tokens or 0)
     return Completion(text=text, tool_calls=calls, usage=usage)
+
+
+HTTP_MODULE = httpx2
+
+
+def sdk_client(options: dict[str, Any], http_client: Any) -> Any:
+    return anthropic.AsyncAnthropic(**options, http_client=http_client)
+
+
+def chat(client: Any, model: str, *, custom_endpoint: bool) -> AnthropicChat:
+    return AnthropicChat(client, model)

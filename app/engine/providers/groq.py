@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import groq
+import httpx
 
 from app.engine.providers.openai import OpenAICompatibleChat
 
@@ -19,3 +20,14 @@ def groq_chat(client: Any, model: str) -> OpenAICompatibleChat:
         max_tokens_field="max_completion_tokens",
         usage_in_stream=False,  # Groq always reports it, in `x_groq.usage`
     )
+
+
+HTTP_MODULE = httpx
+
+
+def sdk_client(options: dict[str, Any], http_client: Any) -> Any:
+    return groq.AsyncGroq(**options, http_client=http_client)
+
+
+def chat(client: Any, model: str, *, custom_endpoint: bool) -> OpenAICompatibleChat:
+    return groq_chat(client, model)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import httpx2
 import openai
 import orjson
 
@@ -188,3 +189,13 @@ def openai_chat(client: Any, model: str, *, custom_endpoint: bool) -> OpenAIComp
         model,
         max_tokens_field="max_tokens" if custom_endpoint else "max_completion_tokens",
     )
+
+
+HTTP_MODULE = httpx2
+
+
+def sdk_client(options: dict[str, Any], http_client: Any) -> Any:
+    return openai.AsyncOpenAI(**options, http_client=http_client)
+
+
+chat = openai_chat

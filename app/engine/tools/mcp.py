@@ -13,20 +13,20 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
 import orjson
 import structlog
-from mcp.client.session import ClientSession
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 from app.engine.net import guarded_client
 from app.engine.types import AgentProfile, ToolOutcome, ToolSpec
 from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
 
 logger = structlog.get_logger("switchboard.engine")
 
@@ -129,6 +129,11 @@ class McpGateway:
 
     @asynccontextmanager
     async def _session(self, server: dict[str, Any]) -> AsyncIterator[ClientSession]:
+        # The SDK on first use: its import costs seconds of start-up in every process.
+        from mcp.client.session import ClientSession
+        from mcp.client.sse import sse_client
+        from mcp.client.streamable_http import streamable_http_client
+
         url = server["url"]
         try:
             await resolve_public_addresses(
