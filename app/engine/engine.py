@@ -33,7 +33,7 @@ from app.engine.limits import ConversationLimits
 from app.engine.net import guarded_client
 from app.engine.pricing import cost_usd, price_of
 from app.engine.prompt import bounded_history, system_prompt
-from app.engine.providers import adapter
+from app.engine.providers import adapter, load, preload
 from app.engine.providers.base import (
     CompletionRequest,
     LanguageModel,
@@ -86,6 +86,7 @@ class EngineClients:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        preload()
         allow_private = settings.allow_private_webhook_urls
         self.tool_caller = ToolCaller(
             allow_private=allow_private, timeout=settings.agent_tool_timeout_seconds
@@ -281,6 +282,7 @@ class ConversationEngine:
             if provider in LLM_PROVIDERS
             else None
         )
+        await load(provider)
         return self.clients.language_model(config, credential)
 
     async def summarize(

@@ -1,8 +1,11 @@
 """The LLM providers' adapters, one module each over the provider's official SDK.
 
-An adapter module is imported on first use (`adapter`): each SDK builds hundreds of pydantic
-models at import, seconds of CPU that every API, worker and voice process would otherwise pay
-at start whether or not any of its organizations uses that provider.
+An adapter module is imported on first use: each SDK builds hundreds of pydantic models at
+import, seconds of CPU that every API, worker and voice process would otherwise pay at start
+whether or not any of its organizations uses that provider. Where conversations run, `load`
+imports it in a thread (a turn's event loop is never blocked for seconds by an import, which
+would fire every timer on it at once), and `preload` starts all of them in the background as
+soon as a process sets up the engine.
 
 Each adapter module gives `HTTP_MODULE` (the httpx flavour its SDK takes), `sdk_client(options,
 http_client)` and `chat(client, model, custom_endpoint=...)`.
@@ -10,7 +13,10 @@ http_client)` and `chat(client, model, custom_endpoint=...)`.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import sys
+import threading
 from types import ModuleType
 
 _ADAPTERS = {
@@ -21,6 +27,29 @@ _ADAPTERS = {
 DEFAULT_PROVIDER = "openai"
 
 
+def _module_name(provider: str) -> str:
+    """An unknown name falls back to the OpenAI-compatible adapter."""
+    return _ADAPTERS.get(provider, _ADAPTERS[DEFAULT_PROVIDER])
+
+
 def adapter(provider: str) -> ModuleType:
-    """The adapter of `provider` (an unknown name falls back to the OpenAI-compatible one)."""
-    return importlib.import_module(_ADAPTERS.get(provider, _ADAPTERS[DEFAULT_PROVIDER]))
+    """The adapter of `provider`, imported here if `load` has not done it yet."""
+    return importlib.import_module(_module_name(provider))
+
+
+async def load(provider: str) -> ModuleType:
+    """The adapter of `provider`; its first import runs in a thread."""
+    module = sys.modules.get(_module_name(provider))
+    if module is None:
+        module = await asyncio.to_thread(adapter, provider)
+    return module
+
+
+def preload() -> None:
+    """Import every adapter in a background thread (the engine's clients start it)."""
+
+    def import_all() -> None:
+        for provider in _ADAPTERS:
+            adapter(provider)
+
+    threading.Thread(target=import_all, name="llm-adapters", daemon=True).start()
