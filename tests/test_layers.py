@@ -50,7 +50,6 @@ PRE_EXISTING = {
     ("app/calls", "app/voice"): "calls' callbacks hand media streams to voice",
     ("app/inbox", "app/contacts"): "inbox repository reads contacts",
     ("app/inbox", "app/conversations"): "inbox GraphQL links conversations",
-    ("app/integrations", "app/templates"): "WhatsApp simulator reads templates",
 }
 
 
