@@ -47,7 +47,6 @@ ROOTS = frozenset({"app/main.py", "app/cli.py", "app/__init__.py", "app/db/migra
 PRE_EXISTING = {
     ("app/db", "app/kit"): "db uses kit's clock, ids and JSON; kit's outbox uses db",
     ("app/contacts", "app/calls"): "contacts' GraphQL type links its calls",
-    ("app/calls", "app/voice"): "calls' callbacks hand media streams to voice",
     ("app/inbox", "app/contacts"): "inbox repository reads contacts",
     ("app/inbox", "app/conversations"): "inbox GraphQL links conversations",
 }
