@@ -11,16 +11,21 @@ from typing import Any
 import orjson
 
 
+def _json_object(text: str, setting: str) -> dict[Any, Any]:
+    try:
+        value: Any = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{setting} must be a JSON object") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{setting} must be a JSON object")
+    return value
+
+
 def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
     """The override table of `llm_prices`; ValueError names what is wrong."""
     if not text:
         return {}
-    try:
-        value: Any = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError("llm_prices must be a JSON object") from exc
-    if not isinstance(value, dict):
-        raise ValueError("llm_prices must be a JSON object")
+    value = _json_object(text, "llm_prices")
     prices: dict[str, tuple[float, float]] = {}
     for key, pair in value.items():
         if (
@@ -39,12 +44,7 @@ def parse_speech_prices(text: str | None) -> dict[str, float]:
     """The override table of `voice_prices`; ValueError names what is wrong."""
     if not text:
         return {}
-    try:
-        value: Any = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError("voice_prices must be a JSON object") from exc
-    if not isinstance(value, dict):
-        raise ValueError("voice_prices must be a JSON object")
+    value = _json_object(text, "voice_prices")
     prices: dict[str, float] = {}
     for key, price in value.items():
         if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
