@@ -20,6 +20,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from app.kit.prices import parse_prices, parse_speech_prices
 from app.kit.ratelimit import RateLimit
 
 VAR_DIR = Path("./var")
@@ -284,8 +285,6 @@ class Settings(BaseSettings):
     @field_validator("llm_prices")
     @classmethod
     def _valid_prices(cls, value: str | None) -> str | None:
-        from app.engine.pricing import parse_prices  # the table's one reader
-
         parse_prices(value)
         return value
 
@@ -314,8 +313,6 @@ class Settings(BaseSettings):
     @field_validator("voice_prices")
     @classmethod
     def _valid_voice_prices(cls, value: str | None) -> str | None:
-        from app.engine.pricing import parse_speech_prices
-
         parse_speech_prices(value)
         return value
 

@@ -28,6 +28,7 @@ from app.kit.domains import collect
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
+from app.voice.callbacks import ROUTES as VOICE_ROUTES
 from app.voice.runtime import serving_streams
 from rest_compat.app import build_routes
 from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
@@ -145,7 +146,12 @@ def create_app(
 
     graphql = GraphQLEndpoint()
     rest = build_routes("/api/v1")
-    callbacks = [route for routes in collect("callbacks", "ROUTES") for route in routes]
+    # Each domain's callbacks.py, then where calls' audio connects: app/voice/ builds on the
+    # calls domain (it is not a resource domain of its own), so its routes are added here.
+    callbacks = [
+        *(route for routes in collect("callbacks", "ROUTES") for route in routes),
+        *VOICE_ROUTES,
+    ]
     app = Starlette(
         routes=[
             # First: the REST routes answer most requests, and are matched by one lookup.

@@ -13,15 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.calls import telephony
+from app.calls import control, telephony
 from app.config import Settings
 from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
 from app.kit.errors import DomainError, InvalidInput
 from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.resources import Resources
-from app.voice import control
-from app.voice.callbacks import ROUTES as MEDIA_STREAM_ROUTES
-from app.voice.record import record_answered_by
 
 logger = structlog.get_logger("switchboard.calls")
 
@@ -216,7 +213,7 @@ async def telephony_machine_detection(request: Request) -> Response:
     except DomainError as exc:
         return error_response(exc, ErrorStyle.DETAIL)
     async with resources.session(writes=True) as session:
-        call_log = await record_answered_by(
+        call_log = await telephony.record_answered_by(
             session, request.query_params.get("call_log_id", ""), call_sid, answered_by
         )
         await session.commit()
@@ -233,6 +230,4 @@ ROUTES = [
     Route(telephony.STATUS_PATH, telephony_status, methods=["POST"]),
     Route(telephony.INCOMING_PATH, telephony_incoming, methods=["POST"]),
     Route(telephony.MACHINE_DETECTION_PATH, telephony_machine_detection, methods=["POST"]),
-    # Live calls' media streams (app/voice/, not a resource domain of its own).
-    *MEDIA_STREAM_ROUTES,
 ]

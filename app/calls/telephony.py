@@ -33,6 +33,7 @@ from app.calls.repository import (
     live_calls_under_way,
 )
 from app.calls.schemas import CallDispatch, call_log_to_public
+from app.calls.stream_tokens import new_stream_token
 from app.contacts.repository import ContactRepository
 from app.events.service import emit
 from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
@@ -172,7 +173,7 @@ class StatusOutcome:
     call_log: CallLog
     ended: bool  # this update ended the call
     # The carrier ended a call whose media stream a voice process holds: that process ends
-    # it (transcript, summary, cost) once told (app/voice/control.py), or the sweep does.
+    # it (transcript, summary, cost) once told (app/calls/control.py), or the sweep does.
     hand_to_stream: bool = False
 
 
@@ -318,6 +319,18 @@ async def receive_call(
     return call_log
 
 
+async def record_answered_by(
+    session: AsyncSession, call_log_id: str, call_sid: str, answered_by: str
+) -> CallLog | None:
+    """The carrier's answering-machine verdict on an outbound live call it placed."""
+    call_log = await call_log_for_carrier(session, call_log_id)
+    if call_log is None or not call_log.livemode or call_log.call_id != call_sid:
+        return None
+    call_log.answered_by = answered_by
+    await session.flush()
+    return call_log
+
+
 def machine_detection_url(public_url: str, call_log_id: str) -> str:
     return (
         f"{public_url.rstrip('/')}{MACHINE_DETECTION_PATH}?"
@@ -329,7 +342,6 @@ def media_stream_answer(call_log: CallLog, public_url: str, token_seconds: float
     """The TwiML that connects `call_log`'s answered call to its agent, with a fresh stream
     token (its hash is stored on the call; the caller commits)."""
     from app.integrations.telephony.twilio import stream_twiml, stream_url
-    from app.voice.tokens import new_stream_token
 
     token = new_stream_token(call_log, token_seconds)
     return stream_twiml(stream_url(public_url, MEDIA_STREAM_PATH), token)

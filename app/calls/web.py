@@ -2,7 +2,7 @@
 engine as a phone call (app/voice/browser.py holds the stream).
 
 Starting one logs an `inbound` call (`in-progress`, `call.started`, call id `web_…`) and
-hands back the session's websocket URL and a single-use stream token (app/voice/tokens.py).
+hands back the session's websocket URL and a single-use stream token (app/calls/stream_tokens.py).
 A session counts against the organization's limit of calls holding the voice engine in
 either mode: it runs the real pipeline, test keys included. One that is never opened is
 ended by the voice sweep (`not_connected`) once its token has expired.
@@ -24,6 +24,7 @@ from app.agents.service import INVALID_ID_MESSAGE
 from app.calls.models import BROWSER_CALL_ID_PREFIX, CallLog
 from app.calls.repository import CallLogRepository
 from app.calls.schemas import WebCallStart, call_log_to_public
+from app.calls.stream_tokens import new_stream_token, token_expires_at
 from app.calls.telephony import (
     CALL_STARTED,
     IN_PROGRESS,
@@ -36,7 +37,6 @@ from app.integrations.telephony.twilio import stream_url
 from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, NotFound
 from app.kit.ids import normalize_id
-from app.voice.tokens import new_stream_token, token_expires_at
 
 # Where browsers stream their microphone (websocket) and the page that does it (GET).
 BROWSER_STREAM_PATH = "/voice/web"

@@ -9,11 +9,9 @@ costs 0 (and the reply says `cost_known: false`). The offline responder is free.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
-
-import orjson
 
 from app.engine.types import Usage
+from app.kit.prices import parse_prices, parse_speech_prices
 
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "openai/gpt-4o-mini": (0.15, 0.60),
@@ -27,30 +25,6 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "groq/llama-3.3-70b-versatile": (0.59, 0.79),
     "groq/llama-3.1-8b-instant": (0.05, 0.08),
 }
-
-
-def parse_prices(text: str | None) -> dict[str, tuple[float, float]]:
-    """The override table of the setting; ValueError names what is wrong."""
-    if not text:
-        return {}
-    try:
-        value: Any = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError("llm_prices must be a JSON object") from exc
-    if not isinstance(value, dict):
-        raise ValueError("llm_prices must be a JSON object")
-    prices: dict[str, tuple[float, float]] = {}
-    for key, pair in value.items():
-        if (
-            not isinstance(pair, list)
-            or len(pair) != 2
-            or not all(
-                isinstance(p, int | float) and not isinstance(p, bool) and p >= 0 for p in pair
-            )
-        ):
-            raise ValueError(f"llm_prices[{key!r}] must be [input, output] USD per million tokens")
-        prices[str(key)] = (float(pair[0]), float(pair[1]))
-    return prices
 
 
 @lru_cache(maxsize=8)
@@ -79,24 +53,6 @@ DEFAULT_SPEECH_PRICES: dict[str, float] = {
     "offline": 0.0,
     "telephony": 0.014,
 }
-
-
-def parse_speech_prices(text: str | None) -> dict[str, float]:
-    """The override table of `voice_prices`; ValueError names what is wrong."""
-    if not text:
-        return {}
-    try:
-        value: Any = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError("voice_prices must be a JSON object") from exc
-    if not isinstance(value, dict):
-        raise ValueError("voice_prices must be a JSON object")
-    prices: dict[str, float] = {}
-    for key, price in value.items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
-            raise ValueError(f"voice_prices[{key!r}] must be a number of USD, 0 or more")
-        prices[str(key)] = float(price)
-    return prices
 
 
 @lru_cache(maxsize=8)

@@ -10,7 +10,10 @@ from sqlalchemy import Boolean, CheckConstraint, ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
-from app.kit.clock import utcnow
+
+# The simulator's table (what the platform holds in test mode) is registered with the tables
+# of the templates it simulates; the domain itself never reads it.
+from app.integrations.whatsapp import simulator_models  # noqa: F401
 
 
 class TemplateStatus(StrEnum):
@@ -75,23 +78,4 @@ class MessageTemplate(TimestampMixin, Base):
     platform_event_times: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
 
 
-# The simulator's record of what the platform holds (test mode only; the domain never reads
-# it): the templates of each business account, as the real platform keeps them.
-class SimulatedTemplate(Base):
-    __tablename__ = "whatsapp_simulator_templates"
-    # The platform's rule: one template per name and language in a business account.
-    __table_args__ = (UniqueConstraint("business_account_id", "name", "language"),)
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    business_account_id: Mapped[str] = mapped_column(String(64))
-    name: Mapped[str] = mapped_column(String(255))
-    language: Mapped[str] = mapped_column(String(20))
-    category: Mapped[str] = mapped_column(String(20))
-    components: Mapped[list[Any]] = mapped_column(JSONType)
-    status: Mapped[str] = mapped_column(String(16))
-    quality_score: Mapped[str] = mapped_column(String(8), default="")
-    rejected_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(timezone=True), default=utcnow)
-
-
-__all__ = ["MessageTemplate", "SimulatedTemplate", "TemplateCategory", "TemplateStatus"]
+__all__ = ["MessageTemplate", "TemplateCategory", "TemplateStatus"]

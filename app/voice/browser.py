@@ -34,6 +34,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from app.agents.models import Agent
 from app.calls.models import CallLog
+from app.calls.stream_tokens import consume_stream_token
 from app.calls.web import is_browser_session
 from app.voice.runtime import VoiceRuntime, runtime_of
 from app.voice.stream import (
@@ -42,7 +43,6 @@ from app.voice.stream import (
     TRY_AGAIN_LATER,
     hold_call,
 )
-from app.voice.tokens import consume_stream_token
 
 if TYPE_CHECKING:
     from app.voice.session import CallSession

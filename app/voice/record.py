@@ -20,7 +20,6 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.calls.analysis import analyze_after_call
-from app.calls.models import CallLog
 from app.calls.repository import call_log_for_carrier, stale_streams
 from app.calls.schemas import call_log_to_public
 from app.calls.telephony import CALL_COMPLETED, CALLS_QUEUE, FETCH_DETAILS_ACTOR, IN_PROGRESS
@@ -65,18 +64,6 @@ async def record_progress(
     for event_type, data in events:
         await emit(session, call_log, event_type, data)
     return True
-
-
-async def record_answered_by(
-    session: AsyncSession, call_log_id: str, call_sid: str, answered_by: str
-) -> CallLog | None:
-    """The carrier's answering-machine verdict on an outbound live call it placed."""
-    call_log = await call_log_for_carrier(session, call_log_id)
-    if call_log is None or not call_log.livemode or call_log.call_id != call_sid:
-        return None
-    call_log.answered_by = answered_by
-    await session.flush()
-    return call_log
 
 
 async def finish_call(session: AsyncSession, call_log_id: str, outcome: CallOutcome) -> bool:

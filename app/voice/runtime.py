@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from starlette.applications import Starlette
 
-from app.calls import placement
+from app.calls import control, placement
 from app.calls.tasks import LiveCarrier
 from app.engine.engine import EngineClients
 from app.resources import Resources
-from app.voice import control
 from app.voice.record import fail_stale_streams
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app.agents.models import Agent
 from app.calls.models import CallLog
+from app.calls.stream_tokens import consume_stream_token
 from app.calls.telephony import GATEWAY_ID_PREFIX, MEDIA_STREAM_PATH
 from app.calls.web import is_browser_session
 from app.engine.engine import ConversationEngine
@@ -40,7 +41,6 @@ from app.resources import Resources
 from app.voice.line import CallLine, CarrierLine
 from app.voice.record import finish_call, record_progress
 from app.voice.runtime import VoiceRuntime, runtime_of
-from app.voice.tokens import consume_stream_token
 
 if TYPE_CHECKING:
     from pipecat.serializers.base_serializer import FrameSerializer

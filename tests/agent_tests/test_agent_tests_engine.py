@@ -5,8 +5,7 @@ and Google Calendar → the run's verdict. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,10 +13,12 @@ import pytest
 from redis.asyncio import Redis
 
 from app.engine.limits import ConversationLimits
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend, graphql
-from tests.engine.fakes import FakeProviders, running_mcp_server, running_providers
+from tests.conftest import Tenant, graphql
+from tests.engine.fakes import FakeProviders, running_mcp_server
+from tests.engine.fixtures import backend_fixture, engine_fixture
+from tests.engine.fixtures import providers as providers
 from tests.webhooks.receiver import Answer, running_receiver
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.webhooks.test_delivery_engine import Engine, eventually
 
 FINISHED = ("passed", "failed", "error")
 ORDER_TOOL = {
@@ -32,17 +33,7 @@ ORDER_TOOL = {
 }
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "agent_tests")
-
-
-@pytest.fixture(scope="module")
-def providers() -> Iterator[tuple[FakeProviders, str]]:
-    with running_providers() as running:
-        yield running
+backend = backend_fixture("agent_tests")
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +42,12 @@ def mcp_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-async def engine(
-    backend: tuple[str, str | None], tmp_path: Path, providers: tuple[FakeProviders, str]
-) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    providers[0].reset()
-    async with running_engine(
-        url,
-        tmp_path,
-        redis_url=redis_url,
-        llm_retry_backoff_seconds=0.0,
-        engine_turn_deadline_seconds=15.0,
-        agent_tool_timeout_seconds=3.0,
-        ai_max_concurrent_conversations=2,
-    ) as running:
-        yield running
+engine = engine_fixture(
+    llm_retry_backoff_seconds=0.0,
+    engine_turn_deadline_seconds=15.0,
+    agent_tool_timeout_seconds=3.0,
+    ai_max_concurrent_conversations=2,
+)
 
 
 async def create_agent(engine: Engine, tenant: Tenant, **config: Any) -> str:

@@ -5,16 +5,15 @@ failures and answers that do not match the schema recorded as the analysis's err
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.calls.test_call_analysis import CRITERIA, SCHEMA, TRANSCRIPT
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend, graphql
-from tests.engine.fakes import ANALYSIS_ANSWER, FakeProviders, running_providers
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.calls.test_calls_engine import create_agent
+from tests.conftest import Tenant, graphql
+from tests.engine.fakes import ANALYSIS_ANSWER, FakeProviders
+from tests.engine.fixtures import backend_fixture, engine_fixture
+from tests.engine.fixtures import providers as providers
+from tests.webhooks.test_delivery_engine import Engine, eventually
 
 SCRIPT = [segment["text"] for segment in TRANSCRIPT if segment["speaker"] == "caller"]
 MODEL_SCHEMA: dict[str, Any] = {
@@ -28,45 +27,10 @@ MODEL_SCHEMA: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "analysis")
-
-
-@pytest.fixture(scope="module")
-def providers() -> Iterator[tuple[FakeProviders, str]]:
-    with running_providers() as running:
-        yield running
-
-
-@pytest.fixture
-async def engine(
-    backend: tuple[str, str | None], tmp_path: Path, providers: tuple[FakeProviders, str]
-) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    providers[0].reset()
-    async with running_engine(
-        url,
-        tmp_path,
-        redis_url=redis_url,
-        llm_retry_backoff_seconds=0.0,
-        llm_max_retries=1,
-        engine_turn_deadline_seconds=10.0,
-    ) as running:
-        yield running
-    providers[0].reset()
-
-
-async def agent(engine: Engine, tenant: Tenant, **config: Any) -> str:
-    response = await engine.client.post(
-        "/api/v1/agents",
-        json={"name": "Ava", "agent_config": {"welcome_message": "Hi, this is Ava.", **config}},
-        headers=tenant.headers,
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["id"])
+backend = backend_fixture("analysis")
+engine = engine_fixture(
+    llm_retry_backoff_seconds=0.0, llm_max_retries=1, engine_turn_deadline_seconds=10.0
+)
 
 
 async def call_log(engine: Engine, tenant: Tenant, call_log_id: str) -> dict[str, Any]:
@@ -107,7 +71,7 @@ async def finished_call(engine: Engine, tenant: Tenant, agent_id: str) -> dict[s
 
 async def test_offline_analysis_after_a_call(engine: Engine) -> None:
     tenant = await engine.tenants.organization()
-    agent_id = await agent(engine, tenant, analysis_schema=SCHEMA, success_criteria=CRITERIA)
+    agent_id = await create_agent(engine, tenant, analysis_schema=SCHEMA, success_criteria=CRITERIA)
     log = await finished_call(engine, tenant, agent_id)
     assert log["status"] == "completed"
     analysis = log["analysis"]
@@ -126,7 +90,7 @@ async def test_offline_analysis_after_a_call(engine: Engine) -> None:
 
 async def test_an_agent_without_analysis_settings_gets_none(engine: Engine) -> None:
     tenant = await engine.tenants.organization()
-    agent_id = await agent(engine, tenant)
+    agent_id = await create_agent(engine, tenant)
     response = await engine.client.post(
         "/api/v1/calls",
         json={"agent_id": agent_id, "to_number": "+14155550123", "metadata": {"script": SCRIPT}},
@@ -146,7 +110,7 @@ async def test_model_analysis_then_a_failing_model_on_rerun(
 ) -> None:
     fake, url = providers
     tenant = await engine.tenants.organization()
-    agent_id = await agent(
+    agent_id = await create_agent(
         engine,
         tenant,
         llm_base_url=f"{url}/v1",
@@ -218,7 +182,7 @@ async def test_model_data_that_breaks_the_schema_is_recorded_as_an_error(
         "properties": {**MODEL_SCHEMA["properties"], "order_id": {"type": "string"}},
         "required": ["order_id"],
     }
-    agent_id = await agent(engine, tenant, llm_base_url=f"{url}/v1", analysis_schema=strict)
+    agent_id = await create_agent(engine, tenant, llm_base_url=f"{url}/v1", analysis_schema=strict)
     analysis = (await finished_call(engine, tenant, agent_id))["analysis"]
     assert analysis["status"] == "failed"
     assert analysis["error"]["code"] == "invalid_output"

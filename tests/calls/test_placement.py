@@ -27,7 +27,8 @@ from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.calls.fake_carrier import ACCOUNT_SID, AUTH_TOKEN, RunningCarrier
 from tests.calls.test_calls_engine import PUBLIC_URL, call_log, create_agent, dispatch, live_key
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend
+from tests.conftest import Tenant
+from tests.engine.fixtures import backend_fixture
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
 CALLEE = "+14155550123"
@@ -35,11 +36,7 @@ CALLER_ID = "+14155550100"
 CLIENT_TIMEOUT = 0.5  # the carrier's slow answers take longer than this
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "placement")
+backend = backend_fixture("placement")
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.calls.models import CallLog
+from app.calls.stream_tokens import token_call_log_id
 from app.events.models import Event
 from app.resources import Resources
 from app.voice.record import fail_stale_streams
-from app.voice.tokens import token_call_log_id
 from tests.calls.test_calls_dispatch import create_agent
 from tests.conftest import Tenant, TenantFactory, client_with, graphql
 

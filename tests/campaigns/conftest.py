@@ -15,8 +15,10 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.campaigns import dispatch as campaign_dispatch
 from app.campaigns.dispatch import dispatch_campaign
 from app.campaigns.meta_limits import RETRY_ACTOR, retry_deferred
+from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
 from app.conversations.tasks import deliver_callback
 from app.events.models import Event
@@ -137,6 +139,14 @@ def jobs(resources: Resources, sessionmaker: async_sessionmaker[AsyncSession]) -
 
 
 @pytest.fixture
+def batches_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatch sends two recipients a batch and one batch a run, then reschedules itself:
+    a test sees the campaign between batches."""
+    monkeypatch.setattr(campaign_dispatch, "BATCH_SIZE", 2)
+    monkeypatch.setattr(campaign_dispatch, "BATCHES_PER_RUN", 1)
+
+
+@pytest.fixture
 async def channel(client: httpx.AsyncClient, acme: Tenant) -> dict[str, Any]:
     return await create_channel(client, acme)
 
@@ -185,6 +195,40 @@ def campaign_body(
         "template_parameters": {"1": "{{contact.name}}", "2": "A-1001"},
         **fields,
     }
+
+
+async def launch_campaign(
+    client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Create a campaign from `body` and launch it; the launched campaign."""
+    created = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
+    assert created.status_code == 201, created.text
+    launched = await client.post(
+        f"{CAMPAIGNS}/{created.json()['id']}/launch", headers=tenant.headers
+    )
+    assert launched.status_code == 200, launched.text
+    result: dict[str, Any] = launched.json()
+    return result
+
+
+async def fetch_campaign(
+    client: httpx.AsyncClient, tenant: Tenant, campaign_id: str
+) -> dict[str, Any]:
+    response = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def ledger(
+    sessionmaker: async_sessionmaker[AsyncSession], campaign_id: str
+) -> dict[str, CampaignRecipient]:
+    """The campaign's recipients by phone number, read in a session of their own."""
+    async with sessionmaker() as session:
+        rows = await session.scalars(
+            select(CampaignRecipient).where(CampaignRecipient.campaign_id == campaign_id)
+        )
+        return {row.phone_number: row for row in rows}
 
 
 async def simulated_campaign_body(

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -19,38 +20,18 @@ from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
-from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
+from tests.campaigns.conftest import (
+    CAMPAIGNS,
+    Jobs,
+    campaign_body,
+    create_contact,
+    fetch_campaign,
+    launch_campaign,
+    ledger,
+)
 from tests.conftest import Tenant
 
 COUNTERS = ("total_contacts_count", "sent_count", "delivered_count", "read_count", "failed_count")
-
-
-async def fetch(client: httpx.AsyncClient, tenant: Tenant, campaign_id: str) -> dict[str, Any]:
-    response = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=tenant.headers)
-    assert response.status_code == 200
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def launch(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> dict[str, Any]:
-    created = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
-    assert created.status_code == 201, created.text
-    launched = await client.post(
-        f"{CAMPAIGNS}/{created.json()['id']}/launch", headers=tenant.headers
-    )
-    assert launched.status_code == 200, launched.text
-    result: dict[str, Any] = launched.json()
-    return result
-
-
-async def ledger(
-    sessionmaker: async_sessionmaker[AsyncSession], campaign_id: str
-) -> dict[str, CampaignRecipient]:
-    async with sessionmaker() as session:
-        rows = await session.scalars(
-            select(CampaignRecipient).where(CampaignRecipient.campaign_id == campaign_id)
-        )
-        return {row.phone_number: row for row in rows.all()}
 
 
 async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitted(
@@ -64,12 +45,12 @@ async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitte
     numbers = ["+15005550001", "+15005550009", "+15005550010", "+14155550100", "+14155550101"]
     for n, phone in enumerate(numbers):
         await create_contact(client, acme, phone, f"Person {n}")
-    campaign = await launch(client, acme, campaign_body(channel, template))
+    campaign = await launch_campaign(client, acme, campaign_body(channel, template))
     assert campaign["status"] == "sending"
     assert campaign["total_contacts_count"] == 5
     ran = await jobs.drain()
     assert ran.count(DISPATCH_ACTOR) == 1
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert settled["status"] == "completed"
     # …01 refused at send; …09 accepted then failed; …10 delivered, never read; others read.
     assert [settled[name] for name in COUNTERS] == [5, 3, 3, 2, 2]
@@ -93,7 +74,7 @@ async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitte
     assert {event.data["phone_number"] for event in failed} == {"+15005550001", "+15005550009"}
     # A second copy of the dispatch job finds nothing to send: no recipient twice.
     assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
-    assert [(await fetch(client, acme, campaign["id"]))[name] for name in COUNTERS] == [
+    assert [(await fetch_campaign(client, acme, campaign["id"]))[name] for name in COUNTERS] == [
         5,
         3,
         3,
@@ -117,9 +98,9 @@ async def test_missing_contact_value_fails_that_recipient_only(
         template,
         template_parameters={"1": "{{contact.name}}", "2": "{{ contact.custom_fields.order }}"},
     )
-    campaign = await launch(client, acme, body)
+    campaign = await launch_campaign(client, acme, body)
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert settled["status"] == "completed"
     assert (settled["sent_count"], settled["failed_count"]) == (1, 1)
     rows = await ledger(sessionmaker, campaign["id"])
@@ -137,11 +118,11 @@ async def test_a_variable_without_a_parameter_fails_every_recipient_with_the_rea
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     await create_contact(client, acme, "+14155550100", "Ada")
-    campaign = await launch(
+    campaign = await launch_campaign(
         client, acme, campaign_body(channel, template, template_parameters={"1": "Hi"})
     )
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert (settled["status"], settled["failed_count"], settled["sent_count"]) == (
         "completed",
         1,
@@ -151,6 +132,7 @@ async def test_a_variable_without_a_parameter_fails_every_recipient_with_the_rea
     assert rows["+14155550100"].error == "Template variable {{2}} has no value"
 
 
+@pytest.mark.usefixtures("batches_of_two")
 async def test_pause_stops_between_batches_and_resume_finishes(
     client: httpx.AsyncClient,
     acme: Tenant,
@@ -158,13 +140,10 @@ async def test_pause_stops_between_batches_and_resume_finishes(
     template: dict[str, Any],
     jobs: Jobs,
     sessionmaker: async_sessionmaker[AsyncSession],
-    monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(dispatch, "BATCH_SIZE", 2)
-    monkeypatch.setattr(dispatch, "BATCHES_PER_RUN", 1)
     for n in range(5):
         await create_contact(client, acme, f"+1415555020{n}", f"P{n}")
-    campaign = await launch(client, acme, campaign_body(channel, template))
+    campaign = await launch_campaign(client, acme, campaign_body(channel, template))
     # One run sends one batch of two, then yields (rescheduled at once).
     again = await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
@@ -178,7 +157,7 @@ async def test_pause_stops_between_batches_and_resume_finishes(
     resumed = await client.post(f"{CAMPAIGNS}/{campaign['id']}/resume", headers=acme.headers)
     assert resumed.json()["status"] == "sending"
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert (settled["status"], settled["sent_count"], settled["read_count"]) == (
         "completed",
         5,
@@ -186,6 +165,7 @@ async def test_pause_stops_between_batches_and_resume_finishes(
     )
 
 
+@pytest.mark.usefixtures("batches_of_two")
 async def test_cancel_leaves_queued_recipients_unprocessed(
     client: httpx.AsyncClient,
     acme: Tenant,
@@ -193,18 +173,15 @@ async def test_cancel_leaves_queued_recipients_unprocessed(
     template: dict[str, Any],
     jobs: Jobs,
     sessionmaker: async_sessionmaker[AsyncSession],
-    monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(dispatch, "BATCH_SIZE", 2)
-    monkeypatch.setattr(dispatch, "BATCHES_PER_RUN", 1)
     for n in range(5):
         await create_contact(client, acme, f"+1415555030{n}", f"P{n}")
-    campaign = await launch(client, acme, campaign_body(channel, template))
+    campaign = await launch_campaign(client, acme, campaign_body(channel, template))
     await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     cancelled = await client.post(f"{CAMPAIGNS}/{campaign['id']}/cancel", headers=acme.headers)
     assert cancelled.json()["status"] == "cancelled"
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     # The two handed to the platform still complete; the three queued are never sent.
     assert (settled["status"], settled["sent_count"], settled["read_count"]) == (
         "cancelled",
@@ -225,7 +202,7 @@ async def test_scheduled_campaign_starts_from_the_database_schedule(
 ) -> None:
     await create_contact(client, acme, "+14155550100", "Ada")
     start = utcnow() + timedelta(seconds=1.5)
-    campaign = await launch(
+    campaign = await launch_campaign(
         client, acme, campaign_body(channel, template, scheduled_at=start.isoformat())
     )
     assert campaign["status"] == "scheduled"
@@ -240,10 +217,10 @@ async def test_scheduled_campaign_starts_from_the_database_schedule(
     again = await dispatch.dispatch_campaign(jobs.resources, campaign["id"])
     assert again is not None
     assert abs((again - start).total_seconds()) < 0.01
-    assert (await fetch(client, acme, campaign["id"]))["status"] == "scheduled"
+    assert (await fetch_campaign(client, acme, campaign["id"]))["status"] == "scheduled"
     await asyncio.sleep(max(0.0, (start - utcnow()).total_seconds()) + 0.05)
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert (settled["status"], settled["sent_count"], settled["read_count"]) == (
         "completed",
         1,
@@ -263,7 +240,7 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
 ) -> None:
     await create_contact(client, acme, "+14155550100", "Ada")
     await create_contact(client, acme, "+14155550101", "Bob")
-    campaign = await launch(client, acme, campaign_body(channel, template))
+    campaign = await launch_campaign(client, acme, campaign_body(channel, template))
     claimed_at = utcnow()
     async with sessionmaker() as session:
         # A run claimed Bob, then died before recording the platform's answer.
@@ -281,7 +258,7 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
     assert again is not None
     expected = claimed_at + timedelta(seconds=jobs.resources.settings.campaign_claim_stale_seconds)
     assert abs((again - expected).total_seconds()) < 0.01
-    assert (await fetch(client, acme, campaign["id"]))["status"] == "sending"
+    assert (await fetch_campaign(client, acme, campaign["id"]))["status"] == "sending"
     async with sessionmaker() as session:
         await session.execute(
             update(CampaignRecipient)
@@ -294,7 +271,7 @@ async def test_a_claim_left_by_a_dead_run_is_failed_not_resent(
         await session.commit()
     assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
     await jobs.drain()
-    settled = await fetch(client, acme, campaign["id"])
+    settled = await fetch_campaign(client, acme, campaign["id"])
     assert (settled["status"], settled["sent_count"], settled["failed_count"]) == (
         "completed",
         1,

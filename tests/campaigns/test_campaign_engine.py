@@ -5,7 +5,7 @@ even after Redis is flushed."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,17 +20,14 @@ from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend
+from tests.conftest import Tenant
+from tests.engine.fixtures import backend_fixture
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
 COUNTERS = ("total_contacts_count", "sent_count", "delivered_count", "read_count", "failed_count")
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "campaigns")
+backend = backend_fixture("campaigns")
 
 
 @pytest.fixture

@@ -21,7 +21,14 @@ from app.campaigns import reports
 from app.contacts.models import Contact
 from app.kit.clock import utcnow
 from app.main import create_app
-from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
+from tests.campaigns.conftest import (
+    CAMPAIGNS,
+    Jobs,
+    campaign_body,
+    create_contact,
+    fetch_campaign,
+    launch_campaign,
+)
 from tests.conftest import StatementCounter, Tenant, TenantFactory, graphql
 
 # …01 refused at send, …09 accepted then failed, …10 delivered never read, others read.
@@ -69,15 +76,6 @@ CSV_HEADER = [
 ]
 
 
-async def launch(client: httpx.AsyncClient, tenant: Tenant, body: dict[str, Any]) -> str:
-    created = await client.post(CAMPAIGNS, json=body, headers=tenant.headers)
-    assert created.status_code == 201, created.text
-    campaign_id: str = created.json()["id"]
-    launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=tenant.headers)
-    assert launched.status_code == 200, launched.text
-    return campaign_id
-
-
 @pytest.fixture
 async def sent(
     client: httpx.AsyncClient,
@@ -88,10 +86,9 @@ async def sent(
 ) -> dict[str, Any]:
     """A completed campaign over PEOPLE; its contacts by phone number."""
     contacts = {phone: await create_contact(client, acme, phone, name) for phone, name in PEOPLE}
-    campaign_id = await launch(client, acme, campaign_body(channel, template))
+    campaign_id = (await launch_campaign(client, acme, campaign_body(channel, template)))["id"]
     await jobs.drain()
-    found = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=acme.headers)
-    assert found.json()["status"] == "completed"
+    assert (await fetch_campaign(client, acme, campaign_id))["status"] == "completed"
     return {"id": campaign_id, "contacts": contacts}
 
 
@@ -252,9 +249,11 @@ async def test_list_pages_of_several_campaigns_are_batched(
     draft = await client.post(
         CAMPAIGNS, json=campaign_body(channel, template), headers=acme.headers
     )
-    scheduled = await launch(
-        client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
-    )
+    scheduled = (
+        await launch_campaign(
+            client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
+        )
+    )["id"]
     sql_counter.count = 0
     result = await graphql(client, LIST, headers=acme.headers)
     statements = sql_counter.count
@@ -409,9 +408,11 @@ async def test_csv_streams_5000_rows_in_short_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     await add_contacts(sessionmaker, acme, 5000)
-    campaign_id = await launch(
-        client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
-    )
+    campaign_id = (
+        await launch_campaign(
+            client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
+        )
+    )["id"]
     opened = 0
     open_now = 0
     original = resources.session
@@ -491,9 +492,11 @@ async def test_csv_generator_holds_one_batch_and_no_session_between_batches(
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
     await add_contacts(sessionmaker, acme, 250)
-    campaign_id = await launch(
-        client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
-    )
+    campaign_id = (
+        await launch_campaign(
+            client, acme, campaign_body(channel, template, scheduled_at="2099-01-01T00:00:00Z")
+        )
+    )["id"]
     open_now = 0
 
     @asynccontextmanager

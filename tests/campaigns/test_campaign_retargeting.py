@@ -10,7 +10,14 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.models import Event
-from tests.campaigns.conftest import CAMPAIGNS, CONTACTS, Jobs, campaign_body, create_contact
+from tests.campaigns.conftest import (
+    CAMPAIGNS,
+    CONTACTS,
+    Jobs,
+    campaign_body,
+    create_contact,
+    launch_campaign,
+)
 from tests.conftest import Tenant, TenantFactory, graphql
 
 # The simulator: …01 refused at send, …09 failed later, …10 delivered, others read.
@@ -27,12 +34,7 @@ async def sent_campaign(
     contacts = {}
     for n, phone in enumerate(NUMBERS):
         contacts[phone] = (await create_contact(client, acme, phone, f"P{n}", tags=["x"]))["id"]
-    created = await client.post(
-        CAMPAIGNS, json=campaign_body(channel, template), headers=acme.headers
-    )
-    campaign_id = created.json()["id"]
-    launched = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=acme.headers)
-    assert launched.status_code == 200, launched.text
+    campaign_id: str = (await launch_campaign(client, acme, campaign_body(channel, template)))["id"]
     await jobs.drain()
     return campaign_id, contacts
 

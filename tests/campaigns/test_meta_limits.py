@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.campaigns.meta_limits import retry_job_id
@@ -21,7 +21,15 @@ from app.integrations.whatsapp import payloads
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
-from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
+from tests.campaigns.conftest import (
+    CAMPAIGNS,
+    Jobs,
+    campaign_body,
+    create_contact,
+    fetch_campaign,
+    launch_campaign,
+    ledger,
+)
 from tests.conftest import Tenant, graphql, make_settings
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import WABA
@@ -79,32 +87,7 @@ async def launched(
 ) -> dict[str, Any]:
     for n, phone in enumerate(phones):
         await create_contact(client, acme, phone, f"Customer {n}")
-    created = await client.post(
-        CAMPAIGNS, json=campaign_body(channel, template), headers=acme.headers
-    )
-    assert created.status_code == 201, created.text
-    campaign_id = created.json()["id"]
-    response = await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=acme.headers)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def campaign(client: httpx.AsyncClient, acme: Tenant, campaign_id: str) -> dict[str, Any]:
-    response = await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=acme.headers)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def ledger(
-    sessionmaker: async_sessionmaker[AsyncSession], campaign_id: str
-) -> dict[str, CampaignRecipient]:
-    async with sessionmaker() as session:
-        rows = await session.scalars(
-            select(CampaignRecipient).where(CampaignRecipient.campaign_id == campaign_id)
-        )
-        return {row.phone_number: row for row in rows}
+    return await launch_campaign(client, acme, campaign_body(channel, template))
 
 
 async def an_hour_passes(sessionmaker: async_sessionmaker[AsyncSession], campaign_id: str) -> None:
@@ -149,14 +132,14 @@ async def test_marketing_limit_defers_then_retry_sends(
     limited, other = "+14155550171", "+14155550172"
     body = await launched(client, acme, channel, template, [limited, other])
     await jobs.drain(delayed=False)  # the sends and their `sent` statuses, not the later ones
-    assert (await campaign(client, acme, body["id"]))["status"] == "completed"
+    assert (await fetch_campaign(client, acme, body["id"]))["status"] == "completed"
     first_attempt = (await ledger(sessionmaker, body["id"]))[limited].platform_message_id
     assert first_attempt
 
     # Meta holds the message back (131049), twice (a redelivery): deferred once.
     for _ in range(2):
         await post_signed(client, resources, failed_limited(channel, first_attempt, limited))
-    deferred = await campaign(client, acme, body["id"])
+    deferred = await fetch_campaign(client, acme, body["id"])
     assert deferred["status"] == "sending"  # not completed while a recipient waits
     assert (deferred["sent_count"], deferred["failed_count"], deferred["deferred_count"]) == (
         1,
@@ -183,7 +166,7 @@ async def test_marketing_limit_defers_then_retry_sends(
     retried = (await ledger(sessionmaker, body["id"]))[limited]
     assert retried.status == "sent"
     assert retried.platform_message_id not in (None, first_attempt)
-    done = await campaign(client, acme, body["id"])
+    done = await fetch_campaign(client, acme, body["id"])
     assert (done["status"], done["sent_count"], done["deferred_count"]) == ("completed", 2, 0)
 
     # Held back again beyond the retries allowed (1): failed, with Meta's reason.
@@ -193,7 +176,7 @@ async def test_marketing_limit_defers_then_retry_sends(
     row = (await ledger(sessionmaker, body["id"]))[limited]
     assert row.status == "failed"
     assert "131049" in (row.error or "")
-    final = await campaign(client, acme, body["id"])
+    final = await fetch_campaign(client, acme, body["id"])
     assert (final["sent_count"], final["failed_count"], final["deferred_count"]) == (1, 1, 0)
 
     query = """query($id: ID!) { campaign(id: $id) { deferredCount failedCount
@@ -229,7 +212,7 @@ async def test_other_failures_are_not_deferred(
     )
     await post_signed(client, resources, failed)
     assert (await ledger(sessionmaker, body["id"]))[phone].status == "failed"
-    assert (await campaign(client, acme, body["id"]))["deferred_count"] == 0
+    assert (await fetch_campaign(client, acme, body["id"]))["deferred_count"] == 0
 
 
 # --- ratings ----------------------------------------------------------------------------
@@ -252,7 +235,7 @@ async def test_red_rating_pauses_a_sending_campaign(
     body = await launched(client, acme, channel, template, ["+14155550181", "+14155550182"])
     assert body["status"] == "sending"
     await post_signed(client, resources, quality("FLAGGED", 1_800_000_000))
-    paused = await campaign(client, acme, body["id"])
+    paused = await fetch_campaign(client, acme, body["id"])
     assert paused["status"] == "paused"
     assert paused["paused_reason"] == "The channel's quality rating fell to RED"
     await jobs.drain(delayed=False)
@@ -304,7 +287,7 @@ async def test_yellow_rating_steps_the_campaign_rate_down(
     await jobs.drain(delayed=False)
     assert rates
     assert set(rates) == {channel["messages_per_second"] // 2}
-    assert (await campaign(client, acme, body["id"]))["status"] == "completed"
+    assert (await fetch_campaign(client, acme, body["id"]))["status"] == "completed"
 
     rates.clear()
     await post_signed(client, resources, quality("UNFLAGGED", 1_800_000_100))

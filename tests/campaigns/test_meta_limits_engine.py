@@ -4,7 +4,7 @@ PostgreSQL) runs the deferred-retry job the outbox sweep hands it, then the disp
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -15,16 +15,11 @@ from app.campaigns.models import CampaignRecipient
 from app.integrations.whatsapp import payloads
 from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.campaigns.test_meta_limits import CHANNEL_NUMBER, HOOK, LIMITED
-from tests.conftest import ENGINE_BACKENDS, engine_backend
+from tests.engine.fixtures import backend_fixture
 from tests.templates.conftest import WABA
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
-
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "meta_limits")
+backend = backend_fixture("meta_limits")
 
 
 @pytest.fixture

@@ -10,12 +10,9 @@ import asyncio
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from sqlalchemy import select
 
 from app.ai_replies.models import AiReplyState
@@ -25,9 +22,11 @@ from app.events.models import Event
 from app.integrations.whatsapp import payloads
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_user
-from tests.conftest import ENGINE_BACKENDS, Tenant, engine_backend, graphql
-from tests.engine.fakes import FakeProviders, running_providers
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.conftest import Tenant, graphql
+from tests.engine.fakes import FakeProviders
+from tests.engine.fixtures import backend_fixture, engine_fixture
+from tests.engine.fixtures import providers as providers
+from tests.webhooks.test_delivery_engine import Engine, eventually
 from workers.runtime import JobRuntime, run_job
 
 APP_SECRET = "meta-app-secret-for-ai-replies"
@@ -39,18 +38,7 @@ _numbers = itertools.count(1)
 _messages = itertools.count(1)
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "ai_replies")
-
-
-@pytest.fixture(scope="module")
-def providers() -> Iterator[tuple[FakeProviders, str]]:
-    with running_providers() as running:
-        yield running
-
+backend = backend_fixture("ai_replies")
 
 SETTINGS: dict[str, Any] = {
     "whatsapp_app_secret": APP_SECRET,
@@ -63,14 +51,7 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-async def engine(
-    backend: tuple[str, str | None], tmp_path: Path, providers: tuple[FakeProviders, str]
-) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    providers[0].reset()
-    async with running_engine(url, tmp_path, redis_url=redis_url, **SETTINGS) as running:
-        yield running
+engine = engine_fixture(**SETTINGS)
 
 
 class Chat:

@@ -11,8 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.models import Event
+from app.integrations.whatsapp.simulator_models import SimulatedTemplate
 from app.kit.outbox_models import OutboxJob
-from app.templates.models import SimulatedTemplate
 from tests.conftest import Tenant, TenantFactory
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import (

@@ -4,7 +4,7 @@ signed callbacks, which reach the same inbound handler as the platform's POSTs."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +12,14 @@ import orjson
 import pytest
 
 from app.integrations.whatsapp import payloads
-from tests.conftest import ENGINE_BACKENDS, engine_backend
+from tests.engine.fixtures import backend_fixture
 from tests.templates.conftest import TEMPLATES, WABA, template_body
 from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
 
 PHONE_ID = "106540352242922"
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "wa")
+backend = backend_fixture("wa")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import audioop
 from typing import Any
 
 from app.calls.models import CallLog
-from app.voice.tokens import new_stream_token
+from app.calls.stream_tokens import new_stream_token
 from tests.conftest import Tenant
 from tests.voice.browser_client import BrowserClient
 from tests.voice.conftest import Voice, events_of

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.integrations.whatsapp import library, payloads
 from app.integrations.whatsapp.errors import InvalidParameter, Undeliverable
+from app.integrations.whatsapp.simulator_models import SimulatedTemplate
 from app.integrations.whatsapp.types import (
     CreatedTemplate,
     LibraryFilters,
@@ -28,7 +29,6 @@ from app.integrations.whatsapp.types import (
     TemplateSpec,
 )
 from app.integrations.whatsapp.validator import rejected_reason, validate_template
-from app.templates.models import SimulatedTemplate
 
 INVALID_NUMBER = "+15005550001"
 NOT_ON_WHATSAPP = "+15005550009"
