@@ -306,8 +306,9 @@ async def hold_call(
         session.end_now("pipeline_error")
     finally:
         runtime.calls.pop(call.call_log_id, None)
+        await session.settle()  # a transfer's answer may come after the stream stopped
         await _finish(session, resources)
-        if session.end_reason not in LINE_ALREADY_DONE and not session.closing:
+        if session.stream_end not in LINE_ALREADY_DONE and not session.line_acted:
             await line.hang_up()
     return session
 
