@@ -63,8 +63,9 @@ NO_EARS = "I'm sorry, I can't hear callers on this line right now."
 CANT_HEAR = "I'm sorry, I'm having trouble hearing you right now."
 APOLOGY = "I'm sorry, something went wrong on my side."
 NO_TRANSFER_LINE = "Someone from the team will get back to you. Goodbye."
-# How long a last sentence may take to be spoken before the line action happens anyway.
-SPEECH_GRACE_SECONDS = 4.0
+# How long a last sentence may take to be spoken (synthesis included, on a busy machine)
+# before the line action happens anyway.
+SPEECH_GRACE_SECONDS = 10.0
 CHARACTERS_PER_SECOND = 12.0
 # How long the carrier gets to end the stream after a line action.
 STREAM_END_GRACE_SECONDS = 5.0

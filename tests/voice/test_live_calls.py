@@ -4,8 +4,10 @@ providers, the conversation engine answering, the carrier's REST API acting."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.calls.fake_carrier import signed_status
+from tests.conftest import Tenant
 from tests.voice.conftest import Voice, events_of
 from tests.voice.media_client import ulaw_rms
 
@@ -70,6 +72,8 @@ async def test_caller_speech_interrupts_the_agent(voice: Voice) -> None:
     await media.wait_until(lambda: media.events("clear"))
     [clear] = media.events("clear")
     assert clear["streamSid"] == media.stream_sid
+    # The caller's turn ends (after its end-of-turn silence) before they hang up.
+    await _transcript_has(voice, tenant, call_log_id, "caller")
     await media.stop()
     log = await voice.ended(tenant, call_log_id)
     # Cut short: the welcome is in the transcript, then the caller's words.
@@ -157,6 +161,17 @@ async def test_the_carrier_ending_the_call_reaches_its_stream(voice: Voice) -> N
     assert log["end_reason"] == "caller_hung_up"
     assert log["transcript"][0]["text"] == "Hi."
     await asyncio.wait_for(media.close(), 5)
+
+
+async def _transcript_has(voice: Voice, tenant: Tenant, call_log_id: str, speaker: str) -> None:
+    """Until the call's stored transcript (saved as it grows) has a segment of `speaker`."""
+    deadline = time.monotonic() + 30
+    while True:
+        log = await voice.call_log(tenant, call_log_id)
+        if any(s["speaker"] == speaker for s in log["transcript"] or []):
+            return
+        assert time.monotonic() < deadline, f"no {speaker} segment: {log['transcript']}"
+        await asyncio.sleep(0.1)
 
 
 def _placement_form(voice: Voice, sid: str) -> list[tuple[str, str]]:
