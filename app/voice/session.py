@@ -11,6 +11,11 @@ Endings go through `close`: the agent may say a last sentence (a goodbye, the ha
 an apology, the voicemail message), the session waits until it was spoken, then acts on the
 line (hang up, or transfer to the agent's `transfer_phone_number`); the carrier then ends the
 stream. A stream that stops, breaks or is told to end finishes the call at once.
+
+The carrier may stop the stream before its answer to the line action arrives (it applies
+the new TwiML first), so a finished stream is not yet a finished call: `settle` waits for a
+line action in flight (at most `LINE_ACTION_SECONDS`) before the call is recorded, and
+drops a closing that had not reached the line (the caller left during the last sentence).
 """
 
 from __future__ import annotations
@@ -58,11 +63,15 @@ NO_EARS = "I'm sorry, I can't hear callers on this line right now."
 CANT_HEAR = "I'm sorry, I'm having trouble hearing you right now."
 APOLOGY = "I'm sorry, something went wrong on my side."
 NO_TRANSFER_LINE = "Someone from the team will get back to you. Goodbye."
-# How long a last sentence may take to be spoken before the line action happens anyway.
-SPEECH_GRACE_SECONDS = 4.0
+# How long a last sentence may take to be spoken (synthesis included, on a busy machine)
+# before the line action happens anyway.
+SPEECH_GRACE_SECONDS = 10.0
 CHARACTERS_PER_SECOND = 12.0
 # How long the carrier gets to end the stream after a line action.
 STREAM_END_GRACE_SECONDS = 5.0
+# How long a finished stream waits for the line action in flight (the carrier client's own
+# timeout is 10 s) before the call is recorded anyway.
+LINE_ACTION_SECONDS = 15.0
 # Transcript segments that make the session write its progress before the heartbeat.
 PROGRESS_BATCH = 2
 # Provider errors a service may have before the call gives up on it (the service's own
@@ -124,6 +133,12 @@ class CallSession:
     tts_characters: int = 0
     end_reason: str | None = None
     closing: bool = False
+    # The line action is under way (`acting`) or was done (`line_acted`: hung up or
+    # transferred through the carrier).
+    acting: bool = False
+    line_acted: bool = False
+    # How the stream itself ended (stopped by the carrier, broken, told to end), if it did.
+    stream_end: str | None = None
     provider_errors: dict[str, int] = field(default_factory=dict)
     # Set when the stream is over (stopped, broken, closed): the pipeline then ends.
     stream_over: asyncio.Event = field(default_factory=asyncio.Event)
@@ -168,6 +183,8 @@ class CallSession:
 
     def end_now(self, reason: str) -> None:
         """The stream is over (stopped, broken, told to end): finish without a word."""
+        if self.stream_end is None:
+            self.stream_end = reason
         if self.end_reason is None:
             self.end_reason = reason
         self.stream_over.set()
@@ -193,16 +210,43 @@ class CallSession:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._all_played(), grace)
         acted = False
-        if transfer and number:
-            acted = await self.line.transfer(str(number))
-            if acted:
-                self.end_reason = "transferred"
-        if not acted:
-            acted = await self.line.hang_up()
+        self.acting = True
+        try:
+            if transfer and number:
+                acted = await self.line.transfer(str(number))
+                if acted:
+                    self.end_reason = "transferred"
+            if not acted:
+                acted = await self.line.hang_up()
+        finally:
+            self.acting = False
+        self.line_acted = acted
         if acted:  # the carrier ends the stream; do not wait for it forever
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stream_over.wait(), STREAM_END_GRACE_SECONDS)
         self.stream_over.set()
+
+    async def settle(self) -> None:
+        """The stream is over: let a line action in flight finish (its answer may come
+        after the carrier stopped the stream), and drop a closing that had not reached the
+        line yet. Never raises: the call is recorded next."""
+        task = self._close_task
+        if task is None or task.done():
+            if task is not None and not task.cancelled() and task.exception() is not None:
+                logger.warning("call closing failed", call_log_id=self.call.call_log_id)
+            return
+        if not self.acting:
+            task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), LINE_ACTION_SECONDS)
+        except asyncio.CancelledError:
+            if not task.cancelled():  # this coroutine itself is cancelled
+                raise
+        except TimeoutError:
+            task.cancel()
+            logger.warning("line action unanswered", call_log_id=self.call.call_log_id)
+        except Exception:
+            logger.exception("call closing failed", call_log_id=self.call.call_log_id)
 
     async def _all_played(self) -> None:
         while self.utterances_played < self.utterances:

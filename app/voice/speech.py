@@ -34,6 +34,10 @@ DEEPGRAM_MODEL = "nova-3"
 ELEVENLABS_MODEL = "eleven_flash_v2_5"
 CARTESIA_MODEL = "sonic-2"
 OFFLINE_VOICE = "en_US-joe-medium"
+# How long the offline voice may take to synthesize the next piece of a sentence before
+# pipecat considers the utterance finished (its default, 3 s, suits a remote provider's
+# stream; Piper on a busy CPU can take longer, and audio after that would be dropped).
+OFFLINE_SYNTHESIS_SECONDS = 15.0
 
 
 def websocket_base(base_url: str) -> str:
@@ -142,6 +146,7 @@ class OfflineVoiceTTSService(TTSService):
         super().__init__(
             push_start_frame=True,
             push_stop_frames=True,
+            stop_frame_timeout_s=OFFLINE_SYNTHESIS_SECONDS,
             settings=TTSSettings(model=None, voice=OFFLINE_VOICE, language=None),
             **kwargs,
         )

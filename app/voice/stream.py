@@ -7,8 +7,9 @@
    its `customParameters.token` must open a call (tokens.py: unexpired, never used, the call
    under way) whose carrier SID is the stream's `callSid`. Anything else closes the socket
    (1008) without a byte of audio.
-3. The call runs (pipeline.py) with the agent's voice and ears; then its log is finished
-   (record.py) and, unless the caller already left, the line is hung up.
+3. The call runs (pipeline.py) with the agent's voice and ears; then, unless the caller
+   already left or the session acted on the line, the line is hung up, and its log is
+   finished (record.py).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ async def hold_call(
     audio_out_10ms_chunks: int,
 ) -> CallSession:
     """Run the call on `websocket` (whose far end `serializer` speaks) until it is over,
-    then record its end and, unless the caller already left, hang up `line`. Every live
+    then, unless the caller already left, hang up `line` and record the call's end. Every live
     transport (the carrier's stream, a browser's) comes through here."""
     # pipecat is imported with the first call, not with the API.
     quiet_pipecat()
@@ -306,9 +307,11 @@ async def hold_call(
         session.end_now("pipeline_error")
     finally:
         runtime.calls.pop(call.call_log_id, None)
-        await _finish(session, resources)
-        if session.end_reason not in LINE_ALREADY_DONE and not session.closing:
+        await session.settle()  # a transfer's answer may come after the stream stopped
+        # The line is down before the call is recorded as over.
+        if session.stream_end not in LINE_ALREADY_DONE and not session.line_acted:
             await line.hang_up()
+        await _finish(session, resources)
     return session
 
 

@@ -63,6 +63,9 @@ class FakeCarrier:
     create_on_delay: bool = True
     # The call list (Calls.json GET) answers 503 while this is set.
     list_outage: bool = False
+    # Seconds a call update's answer takes after the carrier acted on it (the media stream
+    # is already stopping): the stream's `stop` arrives before the REST answer.
+    update_delay: float = 0.0
 
     def _authorized(self, request: Request) -> bool:
         expected = base64.b64encode(f"{ACCOUNT_SID}:{AUTH_TOKEN}".encode()).decode()
@@ -219,6 +222,8 @@ class FakeCarrier:
             hooks = list(self.update_hooks)
         for hook in hooks:
             hook(sid, values)
+        if self.update_delay:
+            await asyncio.sleep(self.update_delay)
         return JSONResponse({k: v for k, v in call.items() if k not in ("recordings", "twiml")})
 
     async def list_recordings(self, request: Request) -> Response:

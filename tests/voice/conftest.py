@@ -247,6 +247,7 @@ async def running_voice(
     served = _Served(create_app(settings), port)
     served.start()
     carrier.carrier.update_hooks.clear()
+    carrier.carrier.update_delay = 0.0
     speech[0].reset()
     llm[0].reset()
     try:

@@ -68,7 +68,8 @@ async def test_the_page_talks_to_the_agent_with_a_fake_microphone(
     ]
     async with browser_page(extra_args=switches) as page:
         await page.goto(voice.url + "/voice/web")
-        await page.wait_for("document.getElementById('call') !== null")
+        # The page's script is ready: the Call button is enabled once it handles the click.
+        await page.wait_for("document.getElementById('call')?.disabled === false")
         await page.evaluate(
             f"document.getElementById('api-key').value = {tenant.api_key!r};"
             f"document.getElementById('agent-id').value = {agent_id!r};"

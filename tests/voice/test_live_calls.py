@@ -4,8 +4,10 @@ providers, the conversation engine answering, the carrier's REST API acting."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.calls.fake_carrier import signed_status
+from tests.conftest import Tenant
 from tests.voice.conftest import Voice, events_of
 from tests.voice.media_client import ulaw_rms
 
@@ -70,6 +72,8 @@ async def test_caller_speech_interrupts_the_agent(voice: Voice) -> None:
     await media.wait_until(lambda: media.events("clear"))
     [clear] = media.events("clear")
     assert clear["streamSid"] == media.stream_sid
+    # The caller's turn ends (after its end-of-turn silence) before they hang up.
+    await _transcript_has(voice, tenant, call_log_id, "caller")
     await media.stop()
     log = await voice.ended(tenant, call_log_id)
     # Cut short: the welcome is in the transcript, then the caller's words.
@@ -97,14 +101,16 @@ async def test_transfer_to_human_dials_the_transfer_number(voice: Voice) -> None
     await voice.ears(tenant, "dg-person", "Can I talk to a person?")
     await voice.credential(tenant, "openai", "sk-fake", f"{voice.llm_url}/v1")
     agent_id = await voice.agent(tenant, transfer_phone_number="+1 415 555 0199")
+    # The carrier stops the stream before it answers the transfer request, as Twilio may:
+    # the call is still recorded as transferred, and nothing hangs it up.
+    voice.carrier.update_delay = 1.0
     call_log_id, placed = await voice.place(tenant, agent_id)
     media = await voice.answer(placed)
     await media.wait_for_marks(1)
     await media.say("Can I talk to a person?")
     log = await voice.ended(tenant, call_log_id, seconds=30)
     assert log["end_reason"] == "transferred"
-    [(sid, update)] = voice.carrier.updates[-1:]
-    assert sid == placed["sid"]
+    [(_sid, update)] = [u for u in voice.carrier.updates if u[0] == placed["sid"]]
     assert update == {"Twiml": "<Response><Dial>+14155550199</Dial></Response>"}
     handoffs = [
         data for kind, data in await events_of(voice, call_log_id) if kind == "agent.handoff"
@@ -155,6 +161,17 @@ async def test_the_carrier_ending_the_call_reaches_its_stream(voice: Voice) -> N
     assert log["end_reason"] == "caller_hung_up"
     assert log["transcript"][0]["text"] == "Hi."
     await asyncio.wait_for(media.close(), 5)
+
+
+async def _transcript_has(voice: Voice, tenant: Tenant, call_log_id: str, speaker: str) -> None:
+    """Until the call's stored transcript (saved as it grows) has a segment of `speaker`."""
+    deadline = time.monotonic() + 30
+    while True:
+        log = await voice.call_log(tenant, call_log_id)
+        if any(s["speaker"] == speaker for s in log["transcript"] or []):
+            return
+        assert time.monotonic() < deadline, f"no {speaker} segment: {log['transcript']}"
+        await asyncio.sleep(0.1)
 
 
 def _placement_form(voice: Voice, sid: str) -> list[tuple[str, str]]:

@@ -154,3 +154,5 @@ function hangUp() {
 
 el("start-form").addEventListener("submit", start);
 el("hang-up").addEventListener("click", hangUp);
+// Until now a click would have submitted the form natively (reloading the page).
+el("call").disabled = false;
