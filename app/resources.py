@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -25,6 +27,9 @@ from app.kit.event_stream import (
 from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
 from app.kit.send_governor import LocalSendGovernor, SendGovernor, build_send_governor
+
+# As long as SQLite's own busy timeout (app/db/engine.py).
+SQLITE_GATE_WAIT_SECONDS = 5.0
 
 
 @dataclass
@@ -57,6 +62,11 @@ class Resources:
     # Read sessions left untouched by their request (everything went through the read pool),
     # handed to the next read instead of building a new one (_ReadSession).
     idle_read_sessions: list[AsyncSession] = field(default_factory=list)
+    # SQLite: this process's writers queue here, first come first served, for the database's
+    # one write lock (`_write_session`); one per event loop that writes.
+    write_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
 
     @property
     def prepared_on_driver(self) -> bool:
@@ -135,12 +145,40 @@ class Resources:
 
     @asynccontextmanager
     async def _write_session(self) -> AsyncIterator[AsyncSession]:
+        if self.dialect_name == "sqlite" and self.engine is not None:
+            async with self._sqlite_writer_turn(), self.sessionmaker() as session:
+                await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
+                yield session
+            return
         async with self.sessionmaker() as session:
             if self.dialect_name == "sqlite":
                 await session.connection(execution_options={"sqlite_begin": "IMMEDIATE"})
             elif self.prepared_on_driver:
                 session.info[ON_DRIVER] = True
             yield session
+
+    @asynccontextmanager
+    async def _sqlite_writer_turn(self) -> AsyncIterator[None]:
+        """Wait for this process's other writers, in arrival order, before asking SQLite for
+        its write lock. SQLite makes a connection that finds the lock taken sleep and retry
+        (1 ms, 2 ms, 5 ms … up to 100 ms a try), so writers of one process contending there
+        each slept far longer than the transactions they waited for, and under load ran into
+        the busy timeout. Other processes still meet at SQLite's lock. A writer that waits
+        here longer than the busy timeout goes on to SQLite's lock anyway, so a session
+        opened inside another one fails as it always did, never hangs."""
+        loop = asyncio.get_running_loop()
+        gate = self.write_gates.get(loop)
+        if gate is None:
+            gate = self.write_gates[loop] = asyncio.Lock()
+        try:
+            await asyncio.wait_for(gate.acquire(), SQLITE_GATE_WAIT_SECONDS)
+        except TimeoutError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            gate.release()
 
     def __post_init__(self) -> None:
         self.subscriptions = SubscriptionQuota(self.settings.subscriptions_per_organization)

@@ -28,7 +28,6 @@ import json
 import resource
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,22 +37,24 @@ import httpx
 import orjson
 from sqlalchemy import select
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from app.auth.service import create_api_key
+from harness import (
+    bench_settings,
+    on_fresh_database,
+    percentile,
+    running_app,
+    seed_organization,
+)
+
 from app.config import Settings
 from app.contacts.models import Contact
 from app.conversations import service as conversations
 from app.db.engine import create_engine, create_sessionmaker
-from app.db.migrate import upgrade
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
-from app.kit import outbox
-from app.main import create_app
-from app.organizations.service import create_organization
-from workers.broker import InProcessWorker, install_job_engine
+from workers.broker import InProcessWorker
 
-SECRET = "bench-secret-key-for-hmac-and-jwt-0123456789"
 APP_SECRET = "bench-app-secret"
 PHONE_ID = "109999000000001"
 WABA = "109999000000002"
@@ -130,11 +131,6 @@ class ZeroLatencyModel:
             writer.close()
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def webhook(customer: int, message: int) -> bytes:
     return orjson.dumps(
         payloads.inbound_text(
@@ -178,17 +174,10 @@ async def tickets_by_phone(settings: Settings) -> dict[str, str]:
 async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dict[str, Any]:
     model = ZeroLatencyModel()
     model_url = model.start()
-    settings = Settings(
-        database_url=database_url,
-        secret_key=SECRET,
-        redis_url=None,
-        rate_limit_per_key="1000000/s",
-        rate_limit_per_org="1000000/s",
-        access_log=False,
-        log_level="warning",
-        var_dir=var_dir,
-        storage_url=f"file://{var_dir / 'objects'}",
-        worker_threads=args.threads,
+    settings = bench_settings(
+        database_url,
+        var_dir,
+        threads=args.threads,
         whatsapp_app_secret=APP_SECRET,
         allow_private_webhook_urls=True,
         llm_streaming=False,
@@ -197,71 +186,57 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         ai_replies_per_minute="10000000/m",
         outbox_sweep_seconds=0.2,
     )
-    engine = create_engine(settings.database_url, pool_size=2)
-    async with create_sessionmaker(engine)() as session:
-        organization = await create_organization(session, "Bench")
-        created = await create_api_key(
-            session, organization.id, name="bench", scopes=["full_access"], secret_key=SECRET
+    key = await seed_organization(settings)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with running_app(settings) as (client, broker):
+        worker = InProcessWorker(broker, threads=args.threads)
+        agent = await client.post(
+            "/api/v1/agents",
+            json={"name": "Ava", "agent_config": {"llm_base_url": model_url}},
+            headers=headers,
         )
-        await session.commit()
-    await engine.dispose()
-    headers = {"Authorization": f"Bearer {created.secret}"}
-    broker, _runtime = install_job_engine(settings)
-    worker = InProcessWorker(broker, threads=args.threads)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
-            agent = await client.post(
-                "/api/v1/agents",
-                json={"name": "Ava", "agent_config": {"llm_base_url": model_url}},
-                headers=headers,
-            )
-            channel = await client.post(
-                "/api/v1/channels",
-                json={
-                    "display_phone_number": "+14155550142",
-                    "phone_number_id": PHONE_ID,
-                    "business_account_id": WABA,
-                    "access_token": "EAAGbench-token",
-                },
-                headers=headers,
-            )
-            await client.put(
-                f"/api/v1/channels/{channel.json()['id']}",
-                json={"agent_id": agent.json()["id"]},
-                headers=headers,
-            )
-            # Latency: one conversation at a time, the worker running.
-            worker.start()
-            accepted: dict[str, float] = {}
-            warmup = 20
-            for customer in range(warmup + args.latency):
-                await post(client, webhook(customer, 0))
-                accepted[f"+1415{customer:07d}"] = time.perf_counter()
-                while len(handed) < customer + 1:  # noqa: ASYNC110
-                    await asyncio.sleep(0.0005)
-            tickets = await tickets_by_phone(settings)
-            latencies = [
-                (handed[tickets[phone]] - at) * 1000
-                for phone, at in list(accepted.items())[warmup:]
-            ]
-            worker.stop()
-            # Throughput: every webhook accepted first, then the worker drains them.
-            first = warmup + args.latency
-            bodies = [webhook(first + n, 0) for n in range(args.conversations)]
-            for start in range(0, len(bodies), 8):
-                await asyncio.gather(*(post(client, body) for body in bodies[start : start + 8]))
-            expected = len(handed) + args.conversations
-            worker = InProcessWorker(broker, threads=args.threads)
-            began = time.perf_counter()
-            worker.start()
-            while len(handed) < expected:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            elapsed = time.perf_counter() - began
-            worker.stop()
-    outbox.set_dispatcher(None)
-    broker.close()
+        channel = await client.post(
+            "/api/v1/channels",
+            json={
+                "display_phone_number": "+14155550142",
+                "phone_number_id": PHONE_ID,
+                "business_account_id": WABA,
+                "access_token": "EAAGbench-token",
+            },
+            headers=headers,
+        )
+        await client.put(
+            f"/api/v1/channels/{channel.json()['id']}",
+            json={"agent_id": agent.json()["id"]},
+            headers=headers,
+        )
+        # Latency: one conversation at a time, the worker running.
+        worker.start()
+        accepted: dict[str, float] = {}
+        warmup = 20
+        for customer in range(warmup + args.latency):
+            await post(client, webhook(customer, 0))
+            accepted[f"+1415{customer:07d}"] = time.perf_counter()
+            while len(handed) < customer + 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.0005)
+        tickets = await tickets_by_phone(settings)
+        latencies = [
+            (handed[tickets[phone]] - at) * 1000 for phone, at in list(accepted.items())[warmup:]
+        ]
+        worker.stop()
+        # Throughput: every webhook accepted first, then the worker drains them.
+        first = warmup + args.latency
+        bodies = [webhook(first + n, 0) for n in range(args.conversations)]
+        for start in range(0, len(bodies), 8):
+            await asyncio.gather(*(post(client, body) for body in bodies[start : start + 8]))
+        expected = len(handed) + args.conversations
+        worker = InProcessWorker(broker, threads=args.threads)
+        began = time.perf_counter()
+        worker.start()
+        while len(handed) < expected:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - began
+        worker.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "backend": database_url.split(":", 1)[0],
@@ -284,11 +259,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--database-url", default=None)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        var_dir = Path(tmp)
-        url = args.database_url or f"sqlite+aiosqlite:///{var_dir / 'bench.db'}"
-        upgrade(url)
-        summary = asyncio.run(run(args, url, var_dir))
+    summary = on_fresh_database(args.database_url, lambda url, var: run(args, url, var))
     print(
         f"engine overhead per reply ({summary['backend']}, {summary['latency_replies']} "
         f"one at a time): p50 {summary['engine_overhead_p50_ms']} ms, "

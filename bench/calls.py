@@ -22,50 +22,33 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import func, select
 
 BENCH_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH_DIR.parent))
+sys.path.insert(0, str(BENCH_DIR))
 
-from app.auth.service import create_api_key  # noqa: E402
+from harness import (  # noqa: E402
+    bench_settings,
+    on_fresh_database,
+    percentile,
+    running_app,
+    seed_organization,
+)
+
 from app.calls.models import CallLog  # noqa: E402
 from app.config import Settings  # noqa: E402
 from app.db.engine import create_engine, create_sessionmaker  # noqa: E402
-from app.db.migrate import upgrade  # noqa: E402
-from app.kit import outbox  # noqa: E402
-from app.main import create_app  # noqa: E402
-from app.organizations.service import create_organization  # noqa: E402
-from workers.broker import InProcessWorker, install_job_engine  # noqa: E402
+from workers.broker import InProcessWorker  # noqa: E402
 
-SECRET = "bench-secret-key-for-hmac-and-jwt-0123456789"
 DOCUMENT = (
     "Our support line is open Monday to Friday from 8 am to 6 pm. "
     "Refunds are processed within five business days. We ship to every EU country."
 )
 SCRIPT = ["When is the support line open?", "How long do refunds take?", "Thanks, bye!"]
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-async def seed(settings: Settings) -> str:
-    engine = create_engine(settings.database_url, pool_size=2)
-    async with create_sessionmaker(engine)() as session:
-        organization = await create_organization(session, "Bench")
-        created = await create_api_key(
-            session, organization.id, name="bench", scopes=["full_access"], secret_key=SECRET
-        )
-        await session.commit()
-    await engine.dispose()
-    return created.secret
 
 
 async def ended_count(settings: Settings) -> int:
@@ -81,50 +64,35 @@ async def ended_count(settings: Settings) -> int:
 
 
 async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dict[str, Any]:
-    settings = Settings(
-        database_url=database_url,
-        secret_key=SECRET,
-        redis_url=None,
-        rate_limit_per_key="1000000/s",
-        rate_limit_per_org="1000000/s",
-        access_log=False,
-        log_level="warning",
-        var_dir=var_dir,
-        storage_url=f"file://{var_dir / 'objects'}",
-        worker_threads=args.threads,
-    )
-    key = await seed(settings)
+    settings = bench_settings(database_url, var_dir, threads=args.threads)
+    key = await seed_organization(settings)
     headers = {"Authorization": f"Bearer {key}"}
-    broker, _runtime = install_job_engine(settings)
-    worker = InProcessWorker(broker, threads=args.threads)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://sb") as client:
-            agent = await client.post(
-                "/api/v1/agents",
-                json={"name": "Ava", "agent_config": {"welcome_message": "Hi, this is Ava."}},
-                headers=headers,
-            )
-            agent_id = agent.json()["id"]
-            await client.post(
-                "/api/v1/knowledge-base/upload",
-                files={"file": ("support.txt", DOCUMENT.encode(), "text/plain")},
-                headers=headers,
-            )
-            body = {
-                "agent_id": agent_id,
-                "to_number": "+14155550123",
-                "metadata": {"script": SCRIPT},
-            }
-            for _ in range(20):  # warm-up, excluded
-                await client.post("/api/v1/calls", json=body, headers=headers)
-            latencies: list[float] = []
-            for _ in range(args.calls):
-                started = time.perf_counter()
-                response = await client.post("/api/v1/calls", json=body, headers=headers)
-                latencies.append((time.perf_counter() - started) * 1000)
-                assert response.status_code == 201, response.text
+    async with running_app(settings) as (client, broker):
+        worker = InProcessWorker(broker, threads=args.threads)
+        agent = await client.post(
+            "/api/v1/agents",
+            json={"name": "Ava", "agent_config": {"welcome_message": "Hi, this is Ava."}},
+            headers=headers,
+        )
+        agent_id = agent.json()["id"]
+        await client.post(
+            "/api/v1/knowledge-base/upload",
+            files={"file": ("support.txt", DOCUMENT.encode(), "text/plain")},
+            headers=headers,
+        )
+        body = {
+            "agent_id": agent_id,
+            "to_number": "+14155550123",
+            "metadata": {"script": SCRIPT},
+        }
+        for _ in range(20):  # warm-up, excluded
+            await client.post("/api/v1/calls", json=body, headers=headers)
+        latencies: list[float] = []
+        for _ in range(args.calls):
+            started = time.perf_counter()
+            response = await client.post("/api/v1/calls", json=body, headers=headers)
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 201, response.text
         total = args.calls + 20
         began = time.perf_counter()
         worker.start()
@@ -133,8 +101,6 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
             await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - began
         worker.stop()
-    outbox.set_dispatcher(None)
-    broker.close()
     return {
         "backend": database_url.split(":", 1)[0],
         "calls": total,
@@ -152,11 +118,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--database-url", help="an empty PostgreSQL database (default: SQLite)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        var_dir = Path(directory)
-        url = args.database_url or f"sqlite+aiosqlite:///{var_dir / 'bench.db'}"
-        upgrade(url)
-        result = asyncio.run(run(args, url, var_dir))
+    result = on_fresh_database(args.database_url, lambda url, var: run(args, url, var))
     print(f"dispatch p50 {result['dispatch_ms_p50']} ms, p99 {result['dispatch_ms_p99']} ms")
     print(f"simulated calls/s (one worker): {result['simulated_calls_per_second']}")
     print(json.dumps(result))

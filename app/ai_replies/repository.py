@@ -9,8 +9,11 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agents.models import Agent
 from app.ai_replies.models import AiReplyState
+from app.channels.models import Channel
 from app.conversations.models import Message
+from app.inbox.models import Ticket
 from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 
@@ -85,3 +88,19 @@ async def messages_by_id(session: AsyncSession, ids: Sequence[str]) -> dict[str,
         return {}
     statement = select(*HISTORY_COLUMNS).where(Message.id.in_(list(ids)))
     return {row.id: row for row in (await session.execute(statement)).all()}
+
+
+async def answering_parties(
+    session: AsyncSession, ticket_id: str
+) -> tuple[Ticket | None, Channel | None, Agent | None]:
+    """The ticket, its channel and the channel's agent, in one statement (None where missing)."""
+    statement = (
+        select(Ticket, Channel, Agent)
+        .outerjoin(Channel, Channel.id == Ticket.chat_phone_number_id)
+        .outerjoin(Agent, Agent.id == Channel.agent_id)
+        .where(Ticket.id == ticket_id)
+    )
+    row = (await session.execute(statement)).first()
+    if row is None:
+        return None, None, None
+    return row[0], row[1], row[2]

@@ -31,7 +31,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.access.scopes import Scope
 from app.access.subject import PrincipalType, Subject
 from app.agent_tests.service import ENGINE_QUEUE
-from app.agents.models import Agent
 from app.ai_replies import repository
 from app.channels.models import Channel
 from app.config import Settings
@@ -41,7 +40,7 @@ from app.conversations.models import Direction
 from app.conversations.models import Message as StoredMessage
 from app.conversations.schemas import MessageSend
 from app.engine.types import AgentProfile, Message, Role, TurnResult
-from app.events.service import emit
+from app.events.service import emit_many
 from app.inbox import service as inbox
 from app.inbox.models import Ticket, TicketStatus
 from app.inbox.repository import TicketRepository
@@ -150,17 +149,7 @@ async def claim_turn(
         return Wait(state.claimed_until)
     if state.due_at is not None and state.due_at > now:
         return Wait(state.due_at)
-    ticket = await session.get(Ticket, ticket_id)
-    channel = (
-        await session.get(Channel, ticket.chat_phone_number_id)
-        if ticket is not None and ticket.chat_phone_number_id is not None
-        else None
-    )
-    agent = (
-        await session.get(Agent, channel.agent_id)
-        if channel is not None and channel.agent_id is not None
-        else None
-    )
+    ticket, channel, agent = await repository.answering_parties(session, ticket_id)
     if (
         ticket is None
         or channel is None
@@ -295,8 +284,8 @@ async def deliver(
         "message_id": message.id if message is not None else None,
         "in_reply_to": turn.answering,
     }
-    for event_type, data in result.events:
-        await emit(session, ticket, event_type, {**data, **ids})
+    # One insert and one fan-out job for the turn's events (a reply, its tools, a handoff).
+    await emit_many(session, ticket, [(kind, {**data, **ids}) for kind, data in result.events])
     _answered(state, len(turn.answering), now)
     if message is not None:
         state.replies += 1

@@ -28,6 +28,7 @@ from app.calls.schemas import (
     WebCallStart,
     call_log_to_public,
 )
+from app.engine.limits import ConversationLimits
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
 from app.graphql.pagination import Connection
@@ -366,12 +367,13 @@ class Mutation:
     )
     async def dispatch_call(self, info: Info[Context, None], input: DispatchCallInput) -> Payload:
         limit = info.context.resources.settings.voice_max_concurrent_calls
+        limits = ConversationLimits(info.context.resources)
         return await CALLS.save(
             info,
             CallDispatch,
             input,
             lambda session, subject, data: telephony.dispatch_call(
-                session, subject, data, max_live_calls=limit
+                session, subject, data, max_live_calls=limit, limits=limits
             ),
         )
 

@@ -19,6 +19,7 @@ from app.calls.schemas import (
     call_log_to_public,
     phone_number_to_public,
 )
+from app.engine.limits import ConversationLimits
 from app.kit.clock import isoformat
 from app.kit.errors import NotFound
 from app.kit.http_errors import ErrorStyle, error_response
@@ -50,6 +51,7 @@ async def dispatch_call(ctx: RequestContext) -> Response:
             ctx.subject,
             ctx.body(CallDispatch),
             max_live_calls=ctx.resources.settings.voice_max_concurrent_calls,
+            limits=ConversationLimits(ctx.resources),
         )
     except NotFound as exc:
         if exc.resource != "Agent":
@@ -123,7 +125,7 @@ OPERATIONS = (
         status_code=201,
         request_model=CallDispatch,
         response_model=CallLogResponse,
-        errors=(400, 404, 422),
+        errors=(400, 404, 422, 429),
         error_styles=((404, ErrorStyle.AGENT),),
     ),
     Operation(

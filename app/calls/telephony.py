@@ -35,6 +35,7 @@ from app.calls.repository import (
 from app.calls.schemas import CallDispatch, call_log_to_public
 from app.calls.stream_tokens import new_stream_token
 from app.contacts.repository import ContactRepository
+from app.engine.limits import ConversationLimitReached, ConversationLimits
 from app.events.service import emit
 from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
 from app.kit import outbox
@@ -92,11 +93,17 @@ async def has_room_for_live_call(session: AsyncSession, organization_id: str, li
 
 
 async def dispatch_call(
-    session: AsyncSession, subject: Subject, data: CallDispatch, *, max_live_calls: int
+    session: AsyncSession,
+    subject: Subject,
+    data: CallDispatch,
+    *,
+    max_live_calls: int,
+    limits: ConversationLimits,
 ) -> CallLog:
     """Log an outbound call of one of the organization's active agents and queue its
     placement; `call.started` is emitted in the same transaction. A live call over the
-    organization's `max_live_calls` under way is refused (429)."""
+    organization's `max_live_calls` under way is refused (429), and so is any call while the
+    organization holds all its concurrent AI conversations (the agent could not talk)."""
     agent_id = normalize_id(data.agent_id.strip())
     if agent_id is None:
         raise InvalidInput(INVALID_ID_MESSAGE, field="agent_id")
@@ -118,6 +125,8 @@ async def dispatch_call(
         session, subject.organization_id, max_live_calls
     ):
         raise LiveCallLimitReached()
+    if not await limits.available(subject.organization_id):
+        raise ConversationLimitReached()
     now = utcnow()
     contact = await ContactRepository(session, subject).by_phone_number(to_number)
     number = await PhoneNumberRepository(session, subject).by_number(from_number)

@@ -60,11 +60,12 @@ from app.engine.turn import (
     run_turn,
 )
 from app.engine.types import AgentProfile, Message, ToolOutcome, ToolSpec, TurnResult, Usage
+from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.schemas import LLM_PROVIDERS
 from app.provider_credentials.service import (
     StoredCredential,
+    cached_credential,
     credential_box,
-    credential_for_use,
 )
 from app.resources import Resources
 
@@ -175,10 +176,15 @@ class ConversationEngine:
             yield
 
     async def _credential(self, organization_id: str, provider: str) -> StoredCredential | None:
-        async with self.resources.session(writes=False) as session:
-            return await credential_for_use(
-                session, organization_id, provider, credential_box(self.resources.secret_key)
-            )
+        """The organization's credential, from the credentials cache (a read on a miss)."""
+        resources = self.resources
+        return await cached_credential(
+            partial(resources.session, writes=False),
+            credential_cache(resources.redis),
+            organization_id,
+            provider,
+            credential_box(resources.secret_key),
+        )
 
     async def _toolbox(
         self, agent: AgentProfile, mocks: Mapping[str, Any] | None, zone: ZoneInfo

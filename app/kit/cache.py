@@ -217,6 +217,8 @@ def invalidate_after_commit(session: AsyncSession, cache: GenerationalCache, own
 
 @event.listens_for(Session, "after_commit")
 def _invalidate_committed(session: Session) -> None:
+    if session.in_nested_transaction():
+        return  # a savepoint's release: the change is not committed yet
     pending: dict[tuple[str, str], GenerationalCache] | None = session.info.pop(_PENDING, None)
     if not pending:
         return

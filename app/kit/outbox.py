@@ -268,14 +268,21 @@ class BrokerRelay:
         self._thread = None
 
 
+# SQLAlchemy fires these hooks for a savepoint's release or rollback too. Jobs are relayed
+# only when the whole transaction commits: relayed at a savepoint's release, a job reached a
+# PostgreSQL worker before its row was committed, found nothing to claim, and waited for the
+# sweep (`outbox_redispatch_seconds`). A savepoint's rollback keeps the list: a job it undid is
+# relayed for nothing (its claim finds no row), one scheduled before it still must be.
 @event.listens_for(Session, "after_commit")
 def _relay_after_commit(session: Session) -> None:
-    relay(session.info.pop(_TO_RELAY, ()))
+    if not session.in_nested_transaction():
+        relay(session.info.pop(_TO_RELAY, ()))
 
 
 @event.listens_for(Session, "after_rollback")
 def _forget_after_rollback(session: Session) -> None:
-    session.info.pop(_TO_RELAY, None)
+    if not session.in_nested_transaction():
+        session.info.pop(_TO_RELAY, None)
 
 
 HeldCheck = Callable[[Sequence[JobRef], dict[str, datetime]], Awaitable[set[str]]]

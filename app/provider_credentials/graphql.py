@@ -16,6 +16,7 @@ from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.provider_credentials import service
+from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.schemas import ProviderCredentialPut
 
 
@@ -92,20 +93,24 @@ class Mutation:
     ) -> Payload:
         box = service.credential_box(info.context.resources.secret_key)
         allow_private = info.context.allow_private_urls
+        cache = credential_cache(info.context.resources.redis)
         return await CREDENTIALS.save(
             info,
             ProviderCredentialPut,
             input,
             lambda session, subject, data: service.put_credential(
-                session, subject, provider, data, box, allow_private=allow_private
+                session, subject, provider, data, box, allow_private=allow_private, cache=cache
             ),
         )
 
     @CREDENTIALS.mutation(payload=DeleteProviderCredentialPayload)
     async def delete_provider_credential(self, info: Info[Context, None], provider: str) -> Payload:
+        cache = credential_cache(info.context.resources.redis)
         return await CREDENTIALS.perform(
             info,
-            lambda session, subject: service.delete_credential(session, subject, provider),
+            lambda session, subject: service.delete_credential(
+                session, subject, provider, cache=cache
+            ),
             lambda deleted: {"deleted_provider": deleted},
             payload=DeleteProviderCredentialPayload,
         )

@@ -39,3 +39,13 @@ class ProviderCredentialRepository(OrgScopedRepository[ProviderCredential]):
             columns.order_by(ProviderCredential.provider).limit(MAX_CREDENTIALS)
         )
         return list((await self._execute(statement)).all())
+
+    async def sealed_rows(self) -> list[Any]:
+        """Every credential of the organization as stored (key sealed), for the cache."""
+        columns: Any = select(
+            ProviderCredential.provider,
+            ProviderCredential.secret_encrypted,
+            ProviderCredential.base_url,
+            ProviderCredential.updated_at,
+        )
+        return list((await self._execute(self.scoped(columns.limit(MAX_CREDENTIALS)))).all())

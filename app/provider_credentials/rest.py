@@ -7,6 +7,7 @@ from starlette.responses import Response
 from app.access.scopes import Scope
 from app.kit.http_errors import json_response
 from app.provider_credentials import service
+from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.schemas import (
     ProviderCredentialList,
     ProviderCredentialPut,
@@ -25,6 +26,7 @@ async def put_credential(ctx: RequestContext) -> Response:
         ctx.body(ProviderCredentialPut),
         service.credential_box(ctx.resources.secret_key),
         allow_private=ctx.allow_private_urls,
+        cache=credential_cache(ctx.resources.redis),
     )
     return json_response(credential_to_public(credential))
 
@@ -35,7 +37,12 @@ async def list_credentials(ctx: RequestContext) -> Response:
 
 
 async def delete_credential(ctx: RequestContext) -> Response:
-    await service.delete_credential(ctx.session, ctx.subject, ctx.path_param("provider"))
+    await service.delete_credential(
+        ctx.session,
+        ctx.subject,
+        ctx.path_param("provider"),
+        cache=credential_cache(ctx.resources.redis),
+    )
     return Response(status_code=204)
 
 

@@ -8,6 +8,8 @@ a sealed value copied to another row does not open. Nothing here logs a key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
+from app.kit.cache import GenerationalCache, invalidate_after_commit
 from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
@@ -76,6 +79,7 @@ async def put_credential(
     box: SecretBox,
     *,
     allow_private: bool,
+    cache: GenerationalCache,
 ) -> ProviderCredential:
     """Set (or replace whole) the organization's credential for `provider`."""
     known_provider(provider)
@@ -104,6 +108,7 @@ async def put_credential(
         raise Conflict(
             "The credential was written by another request meanwhile; send it again"
         ) from None
+    invalidate_after_commit(session, cache, subject.organization_id)
     return credential
 
 
@@ -111,7 +116,9 @@ async def list_credentials(session: AsyncSession, subject: Subject) -> list[Any]
     return await ProviderCredentialRepository(session, subject.organization_id).all_rows()
 
 
-async def delete_credential(session: AsyncSession, subject: Subject, provider: str) -> str:
+async def delete_credential(
+    session: AsyncSession, subject: Subject, provider: str, *, cache: GenerationalCache
+) -> str:
     known_provider(provider)
     repository = ProviderCredentialRepository(session, subject.organization_id)
     credential = await repository.by_provider(provider)
@@ -119,6 +126,7 @@ async def delete_credential(session: AsyncSession, subject: Subject, provider: s
         raise NotFound("Credential")
     await repository.delete(credential)
     await session.flush()
+    invalidate_after_commit(session, cache, subject.organization_id)
     return provider
 
 
@@ -130,16 +138,63 @@ async def credential_for_use(
     credential = await ProviderCredentialRepository(session, organization_id).by_provider(provider)
     if credential is None:
         return None
+    return _opened(
+        organization_id,
+        provider,
+        credential.secret_encrypted,
+        credential.base_url,
+        credential.updated_at.isoformat(),
+        box,
+    )
+
+
+def _opened(
+    organization_id: str,
+    provider: str,
+    sealed: str,
+    base_url: str | None,
+    version: str,
+    box: SecretBox,
+) -> StoredCredential | None:
     try:
-        opened = orjson.loads(
-            box.decrypt(credential.secret_encrypted, _context(organization_id, provider))
-        )
+        opened = orjson.loads(box.decrypt(sealed, _context(organization_id, provider)))
     except DecryptionFailed:
         return None
     return StoredCredential(
         provider=provider,
         api_key=opened["api_key"],
-        base_url=credential.base_url,
+        base_url=base_url,
         options=opened.get("options") or {},
-        version=credential.updated_at.isoformat(),
+        version=version,
     )
+
+
+SessionOpener = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+async def cached_credential(
+    open_session: SessionOpener,
+    cache: GenerationalCache,
+    organization_id: str,
+    provider: str,
+    box: SecretBox,
+) -> StoredCredential | None:
+    """`credential_for_use` through the organization's cached rows (app/provider_credentials/
+    cache.py): a session is opened only when the cache misses. The rows stay sealed in the
+    cache; the key is opened here, for this use."""
+
+    async def load() -> bytes:
+        async with open_session() as session:
+            rows = await ProviderCredentialRepository(session, organization_id).sealed_rows()
+        return orjson.dumps(
+            {
+                row.provider: [row.secret_encrypted, row.base_url, row.updated_at.isoformat()]
+                for row in rows
+            }
+        )
+
+    stored = orjson.loads(await cache.get_or_load(organization_id, load)).get(provider)
+    if stored is None:
+        return None
+    sealed, base_url, version = stored
+    return _opened(organization_id, provider, sealed, base_url, version, box)

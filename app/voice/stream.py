@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,10 +34,11 @@ from app.engine.types import AgentProfile
 from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
 from app.integrations.telephony.twilio import stream_url
 from app.kit.errors import DomainError
+from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.service import (
     StoredCredential,
+    cached_credential,
     credential_box,
-    credential_for_use,
 )
 from app.resources import Resources
 from app.voice.line import CallLine, CarrierLine
@@ -106,10 +108,13 @@ async def _start_message(websocket: WebSocket, max_bytes: int) -> dict[str, Any]
 async def _credential(
     resources: Resources, organization_id: str, provider: str
 ) -> StoredCredential | None:
-    async with resources.session(writes=False) as session:
-        return await credential_for_use(
-            session, organization_id, provider, credential_box(resources.secret_key)
-        )
+    return await cached_credential(
+        partial(resources.session, writes=False),
+        credential_cache(resources.redis),
+        organization_id,
+        provider,
+        credential_box(resources.secret_key),
+    )
 
 
 async def media_stream(websocket: WebSocket) -> None:

@@ -420,3 +420,64 @@ async def test_concurrent_conversations_are_limited(
         headers=tenant.headers,
     )
     assert after.status_code == 201
+
+
+DISPATCH_CALL = """
+mutation($input: DispatchCallInput!) {
+  dispatchCall(input: $input) { callLog { id } errors { code message field } }
+}"""
+
+
+async def test_calls_wait_for_a_free_ai_conversation(
+    engine: Engine, backend: tuple[str, str | None]
+) -> None:
+    """A call is an AI conversation: while the organization holds all of them, POST /calls
+    and dispatchCall answer 429 (the documented body) and log nothing; another organization
+    is not affected, and a freed slot lets the call through."""
+    tenant = await engine.tenants.organization()
+    other = await engine.tenants.organization()
+    agent_id = await create_agent(engine, tenant)
+    other_agent = await create_agent(engine, other)
+    call = {"agent_id": agent_id, "to_number": "+14155550123"}
+    redis = Redis.from_url(backend[1]) if backend[1] else None
+    limits = ConversationLimits(SimpleNamespace(settings=engine.settings, redis=redis))  # type: ignore[arg-type]
+    try:
+        async with (
+            limits.conversation(tenant.organization_id, "a"),
+            limits.conversation(tenant.organization_id, "b"),
+        ):
+            response = await engine.client.post("/api/v1/calls", json=call, headers=tenant.headers)
+            assert response.status_code == 429, response.text
+            assert response.json() == {
+                "error": "rate_limit_exceeded",
+                "message": "Too many concurrent AI conversations for this organization; "
+                "retry later.",
+                "retry_after": 60,
+            }
+            assert int(response.headers["retry-after"]) >= 1
+            body = await graphql(
+                engine.client,
+                DISPATCH_CALL,
+                {"input": {"agentId": agent_id, "toNumber": "+14155550123"}},
+                tenant.headers,
+            )
+            assert body["data"]["dispatchCall"] is None
+            assert body["errors"][0]["extensions"]["code"] == "rate_limit_exceeded"
+            assert "concurrent AI conversations" in body["errors"][0]["message"]
+            logs = await engine.client.get("/api/v1/call-logs", headers=tenant.headers)
+            assert logs.json()["total"] == 0
+            # An unknown agent is still the agents' 404, before any limit.
+            unknown = {**call, "agent_id": "00000000-0000-4000-8000-000000000000"}
+            missing = await engine.client.post(
+                "/api/v1/calls", json=unknown, headers=tenant.headers
+            )
+            assert missing.status_code == 404
+            elsewhere = await engine.client.post(
+                "/api/v1/calls", json={**call, "agent_id": other_agent}, headers=other.headers
+            )
+            assert elsewhere.status_code == 201, elsewhere.text
+    finally:
+        if redis is not None:
+            await redis.aclose()
+    after = await engine.client.post("/api/v1/calls", json=call, headers=tenant.headers)
+    assert after.status_code == 201, after.text

@@ -10,9 +10,11 @@ import asyncio
 import itertools
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from sqlalchemy import select
 
 from app.ai_replies.models import AiReplyState
@@ -26,7 +28,9 @@ from tests.conftest import Tenant, graphql
 from tests.engine.fakes import FakeProviders
 from tests.engine.fixtures import backend_fixture, engine_fixture
 from tests.engine.fixtures import providers as providers
-from tests.webhooks.test_delivery_engine import Engine, eventually
+from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.workers.test_redis_engine import worker_env
+from tests.workers.worker_process import WorkerProcess
 from workers.runtime import JobRuntime, run_job
 
 APP_SECRET = "meta-app-secret-for-ai-replies"
@@ -505,6 +509,86 @@ async def test_twenty_messages_two_workers_one_ordered_set_of_replies(
     }
     bursts = [burst_of[message_id] for message_id in answered]
     assert bursts == sorted(bursts)
+    replies = await chat.replies(ticket_id)
+    assert [r["id"] for r in replies] == [event["message_id"] for event in generated]
+    assert all(r["text"] == GREETING for r in replies)
+
+
+# What the worker processes are told, as the in-test engine is (SETTINGS).
+WORKER_SETTINGS = {
+    "SWITCHBOARD_WHATSAPP_APP_SECRET": APP_SECRET,
+    "SWITCHBOARD_LLM_RETRY_BACKOFF_SECONDS": 0,
+    "SWITCHBOARD_ENGINE_TURN_DEADLINE_SECONDS": 10,
+    "SWITCHBOARD_AI_REPLY_BURST_SECONDS": BURST,
+    "SWITCHBOARD_AI_REPLY_MAX_WAIT_SECONDS": 5,
+    "SWITCHBOARD_JOB_LEASE_SECONDS": 30,
+    "SWITCHBOARD_KNOWLEDGE_EXTRACTION_SECONDS": 3,
+    "SWITCHBOARD_OUTBOX_REDISPATCH_SECONDS": 2,
+}
+# Worker processes boot slowly on a loaded machine; replies then take a few round trips.
+WORKER_WAIT_SECONDS = 90.0
+
+
+async def test_twenty_messages_two_worker_processes_one_ordered_set_of_replies(
+    backend: tuple[str, str | None], tmp_path: Path, providers: tuple[FakeProviders, str]
+) -> None:
+    """20 webhooks on one conversation (four bursts of five at once), answered by two real
+    `switchboard worker` processes consuming the same Redis queues (no worker in the test's
+    process): every message is answered exactly once, the replies in order."""
+    url, redis_url = backend
+    if redis_url is None:
+        pytest.skip("worker processes share the jobs through Redis (the RedisBroker variant)")
+    providers[0].reset()
+    async with running_engine(
+        url, tmp_path, redis_url=redis_url, in_process_worker=False, **SETTINGS
+    ) as engine:
+        workers = [
+            WorkerProcess(
+                worker_env(url, redis_url, tmp_path / f"worker{n}", **WORKER_SETTINGS),
+                tmp_path / f"worker{n}.log",
+                threads=2,
+            )
+            for n in range(2)
+        ]
+        try:
+            for worker in workers:
+                await asyncio.to_thread(worker.wait_ready, WORKER_WAIT_SECONDS)
+            await _twenty_messages(await open_chat(engine, providers))
+        finally:
+            for worker in workers:
+                await asyncio.to_thread(worker.stop)
+
+
+async def _twenty_messages(chat: Chat) -> None:
+    texts = [f"message {n}" for n in range(20)]
+    await chat.say("start")  # the conversation opens first (one contact, one ticket)
+    ticket_id = await chat.ticket_id()
+
+    async def answered_start() -> bool:
+        return len(await chat.replies(ticket_id)) >= 1
+
+    await eventually(answered_start, WORKER_WAIT_SECONDS)
+    for group in range(4):  # four bursts of five, each posted at once
+        await asyncio.gather(*(chat.say(text) for text in texts[group * 5 : group * 5 + 5]))
+        await asyncio.sleep(BURST * 1.5)
+
+    async def all_answered() -> bool:
+        async with chat.engine.sessionmaker() as session:
+            job = await session.get(OutboxJob, reply_job_id(ticket_id))
+            state = await session.get(AiReplyState, ticket_id)
+            pending = state is None or bool(state.pending)
+        return job is None and not pending
+
+    await eventually(all_answered, WORKER_WAIT_SECONDS)
+    inbound = [m for m in await chat.messages(ticket_id) if m["direction"] == "inbound"]
+    assert len(inbound) == 21
+    generated = await chat.events("ai.reply.generated")
+    answered = [message_id for event in generated for message_id in event["in_reply_to"]]
+    assert sorted(answered) == sorted(m["id"] for m in inbound)  # none lost
+    assert len(answered) == len(set(answered))  # none answered twice
+    burst_of = {m["id"]: texts.index(m["text"]) // 5 if m["text"] in texts else -1 for m in inbound}
+    bursts = [burst_of[message_id] for message_id in answered]
+    assert bursts == sorted(bursts)  # in the order they came
     replies = await chat.replies(ticket_id)
     assert [r["id"] for r in replies] == [event["message_id"] for event in generated]
     assert all(r["text"] == GREETING for r in replies)

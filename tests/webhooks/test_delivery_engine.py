@@ -123,14 +123,17 @@ def engine_settings(url: str, tmp_path: Path, **overrides: Any) -> Settings:
 
 @asynccontextmanager
 async def running_engine(
-    committed_url: str, tmp_path: Path, **overrides: Any
+    committed_url: str, tmp_path: Path, *, in_process_worker: bool = True, **overrides: Any
 ) -> AsyncIterator[Engine]:
+    """The API and, unless `in_process_worker` is false (jobs then wait for `switchboard
+    worker` processes on Redis), an in-process Dramatiq worker."""
     settings = engine_settings(committed_url, tmp_path, **overrides)
     database = create_engine(committed_url, pool_size=2)
     sessionmaker = create_sessionmaker(database)
     broker, _runtime = install_job_engine(settings)
     worker = InProcessWorker(broker, threads=settings.worker_threads)
-    worker.start()
+    if in_process_worker:
+        worker.start()
     app = create_app(settings)
     try:
         async with app.router.lifespan_context(app):
