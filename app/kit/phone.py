@@ -60,6 +60,7 @@ class _CountryRule:
 
 _RULES: dict[str, _CountryRule | None] = {}
 _MAX_COUNTRY_CODE = 3
+_COUNTRY_CODES = frozenset(str(code) for code in phonenumbers.COUNTRY_CODE_TO_REGION_CODE)
 
 
 def _rule(code: str) -> _CountryRule | None:
@@ -67,9 +68,7 @@ def _rule(code: str) -> _CountryRule | None:
         return _RULES[code]
     country_code = int(code)
     region = phonenumbers.region_code_for_country_code(country_code)
-    metadata = phonenumbers.PhoneMetadata.metadata_for_region_or_calling_code(
-        country_code, region
-    )
+    metadata = phonenumbers.PhoneMetadata.metadata_for_region_or_calling_code(country_code, region)
     rule = None
     if metadata is not None:
         lengths = frozenset(
@@ -95,9 +94,10 @@ def e164_fast_path(candidate: str) -> str | None:
         return None
     if len(digits) <= _util._MIN_LENGTH_FOR_NSN or digits[0] == "0":
         return None
+    # As `parse` reads it: the shortest prefix that is a country calling code.
     for size in range(1, _MAX_COUNTRY_CODE + 1):
         code = digits[:size]
-        if int(code) in phonenumbers.COUNTRY_CODE_TO_REGION_CODE:
+        if code in _COUNTRY_CODES:
             break
     else:
         return None

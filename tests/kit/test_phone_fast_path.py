@@ -44,7 +44,9 @@ def example_numbers() -> list[str]:
         for kind in TYPES:
             example = phonenumbers.example_number_for_type(region, kind)
             if example is not None:
-                found.append(phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.E164))
+                found.append(
+                    phonenumbers.format_number(example, phonenumbers.PhoneNumberFormat.E164)
+                )
     for code in phonenumbers.COUNTRY_CODES_FOR_NON_GEO_REGIONS:
         example = phonenumbers.example_number_for_non_geo_entity(code)
         if example is not None:
