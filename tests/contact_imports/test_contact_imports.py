@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -386,3 +388,14 @@ async def test_numbers_repeated_across_batches_are_written_once(
         assert contacts["+14155550100"]["tags"] == ["t16"]
         assert contacts["+14155550105"]["name"] == "P13"
     assert (await by_phone(client, globex))["+14155550107"]["name"] == "Theirs"
+    for phone, contact in contacts.items():
+        parsed = uuid.UUID(contact["id"])
+        assert str(parsed) == contact["id"]  # canonical, as every id of the API
+        if phone != "+14155550105" and resources.dialect_name == "postgresql":
+            # Time-ordered (version 7): the batch's millisecond, as created_at.
+            assert parsed.version == 7
+            created = datetime.fromisoformat(contact["created_at"].replace("Z", "+00:00"))
+            epoch = datetime(1970, 1, 1, tzinfo=UTC)
+            assert int.from_bytes(parsed.bytes[:6], "big") == (created - epoch) // timedelta(
+                milliseconds=1
+            )
