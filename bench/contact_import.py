@@ -10,7 +10,8 @@ child's maximum resident set (getrusage), so it includes the interpreter and the
 
 It prints the figures, the machine's load (it may be shared: distrust a loaded run) and a
 one-line JSON summary; it never asserts on speed. Counts that do not add up exit with 1.
-Run: ``.venv/bin/python bench/contact_import.py [--sizes 100000,1000000]``.
+Run: ``.venv/bin/python bench/contact_import.py [--sizes 100000,1000000] [--sqlite]``
+(``--sqlite``: a fresh SQLite file instead, the embedded mode's figure).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ async def child(database_url: str, csv_path: str, storage: str) -> None:
         sessionmaker=sessionmaker,
         rate_limiter=MemoryRateLimiter(),
         secret_key=SECRET,
-        dialect_name="postgresql",
+        dialect_name=engine.dialect.name,
     )
     async with sessionmaker() as session:
         organization = await create_organization(session, "Bench")
@@ -146,19 +147,27 @@ def main() -> int:
         "--database-url",
         default=os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"),
     )
+    parser.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="import into a fresh SQLite file instead (the embedded mode's figure)",
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         asyncio.run(child(*args.child))
         return 0
-    dsn = f"{args.database_url.rsplit('/', 1)[0]}/{BENCH_DB}"
-    url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
-    asyncio.run(recreate_database(args.database_url))
-    env = {**os.environ, "DATABASE_URL": url, "SWITCHBOARD_SECRET_KEY": SECRET}
-    subprocess.run([str(SWITCHBOARD), "migrate"], env=env, check=True, capture_output=True)
     summary: dict[str, dict[str, float]] = {}
     failed = False
     with tempfile.TemporaryDirectory(prefix="switchboard-imports-") as scratch:
+        if args.sqlite:
+            url = f"sqlite+aiosqlite:///{scratch}/imports.db"
+        else:
+            dsn = f"{args.database_url.rsplit('/', 1)[0]}/{BENCH_DB}"
+            url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+            asyncio.run(recreate_database(args.database_url))
+        env = {**os.environ, "DATABASE_URL": url, "SWITCHBOARD_SECRET_KEY": SECRET}
+        subprocess.run([str(SWITCHBOARD), "migrate"], env=env, check=True, capture_output=True)
         for size in (int(part) for part in args.sizes.split(",")):
             path = Path(scratch) / f"contacts-{size}.csv"
             bad, repeated = write_csv(path, size)
@@ -192,7 +201,8 @@ def main() -> int:
             summary[str(size)] = {"rows_per_s": round(rate), "peak_rss_mb": result["peak_rss_mb"]}
             path.unlink()
     log(f"load average: {os.getloadavg()}, cpus: {os.cpu_count()}")
-    print(json.dumps({"contact_import": summary}))
+    database = "sqlite" if args.sqlite else "postgresql"
+    print(json.dumps({"contact_import": summary, "database": database}))
     return 1 if failed else 0
 
 

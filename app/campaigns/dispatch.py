@@ -252,11 +252,16 @@ async def plan_dispatch(
 
 
 async def settle_sends(
-    session: AsyncSession, plan: Plan | Unsendable, outcomes: list[ledger.Outcome]
+    session: AsyncSession,
+    plan: Plan | Unsendable,
+    outcomes: list[ledger.Outcome],
+    deferral: meta_limits.DeferralPolicy | None = None,
 ) -> None:
     """Record a batch of sends: the ledger rows (one statement), the counters by the same
     deltas, the events (one insert, one fan-out job), and completion when the last recipient
-    is settled. The caller commits."""
+    is settled. A send refused with Meta's per-user marketing limit (131049) defers its
+    recipient as the same error in a status does (`deferral`). The caller commits."""
+    outcomes = await meta_limits.defer_refused_sends(session, plan.campaign_id, outcomes, deferral)
     settled = await ledger.settle_claims(session, plan.campaign_id, outcomes, utcnow())
     if not settled:
         return
@@ -430,7 +435,9 @@ async def _simulate(resources: Resources, plan: Plan) -> None:
                 session=session,
             ) as platform:
                 outcomes = [await _simulated_send(platform, plan, row) for row in claimed]
-            await settle_sends(session, plan, outcomes)
+            await settle_sends(
+                session, plan, outcomes, meta_limits.DeferralPolicy.of(resources.settings)
+            )
             await session.commit()
 
 
@@ -442,7 +449,7 @@ async def _simulated_send(platform: WhatsAppPlatform, plan: Plan, recipient: Any
     try:
         sent = await platform.send_template(plan.phone_number_id, recipient.phone_number, message)
     except WhatsAppError as exc:
-        return Outcome(recipient.contact_id, None, exc.describe())
+        return Outcome(recipient.contact_id, None, exc.describe(), exc.code)
     return Outcome(recipient.contact_id, sent.message_id, None)
 
 
@@ -619,7 +626,7 @@ class LiveRun:
             if again and attempt < MAX_ATTEMPTS:
                 self._retry_later(recipient, attempt, time.monotonic() + 0.5 * 2**attempt)
                 return
-            self.outcomes.append(Outcome(recipient.contact_id, None, exc.describe()))
+            self.outcomes.append(Outcome(recipient.contact_id, None, exc.describe(), exc.code))
             return
         self.holds.accepted()
         self.outcomes.append(Outcome(recipient.contact_id, sent.message_id, None))
@@ -648,7 +655,9 @@ class LiveRun:
                 # The claims commit durably; a settle lost to a database crash leaves its rows
                 # claimed, and they are reconciled (failed as unconfirmed), never resent.
                 await session.execute(text("SET LOCAL synchronous_commit TO OFF"))
-            await settle_sends(session, self.plan, outcomes)
+            await settle_sends(
+                session, self.plan, outcomes, meta_limits.DeferralPolicy.of(self.resources.settings)
+            )
             if unsent:
                 await release_unsent(session, self.plan.campaign_id, unsent)
             await session.commit()

@@ -153,6 +153,50 @@ async def defer_if_limited(
     return True
 
 
+async def defer_refused_sends(
+    session: AsyncSession,
+    campaign_id: str,
+    outcomes: Sequence[Any],
+    policy: DeferralPolicy | None,
+) -> list[Any]:
+    """Sends the platform refused with 131049 in its answer to the send call itself: each
+    claimed recipient is deferred exactly as a `failed` status with that code defers it
+    (`defer_if_limited`). Answers the outcomes left to settle as usual (the others, and a
+    131049 beyond the retries allowed, which fails with Meta's reason)."""
+    limited = {
+        outcome.contact_id: outcome
+        for outcome in outcomes
+        if outcome.error_code == MARKETING_LIMIT_CODE and outcome.platform_message_id is None
+    }
+    if not limited:
+        return list(outcomes)
+    claimed = await session.scalars(
+        select(CampaignRecipient)
+        .where(
+            CampaignRecipient.campaign_id == campaign_id,
+            CampaignRecipient.contact_id.in_(list(limited)),
+            CampaignRecipient.status == RecipientStatus.CLAIMED.value,
+        )
+        .order_by(CampaignRecipient.contact_id)
+        .with_for_update()
+    )
+    deferred: set[str] = set()
+    for recipient in list(claimed):
+        outcome = limited[recipient.contact_id]
+        status = {
+            "status": RecipientStatus.FAILED.value,
+            "error_code": MARKETING_LIMIT_CODE,
+            "error": outcome.error,
+        }
+        if await defer_if_limited(session, recipient, status, policy):
+            recipient.claimed_at = None
+            deferred.add(recipient.contact_id)
+    if deferred:
+        await session.flush()
+        logger.info("sends deferred for 131049", campaign_id=campaign_id, count=len(deferred))
+    return [outcome for outcome in outcomes if outcome.contact_id not in deferred]
+
+
 async def _schedule_retry(session: AsyncSession, campaign_id: str, at: datetime) -> None:
     job_id = retry_job_id(campaign_id)
     if await session.scalar(select(OutboxJob.id).where(OutboxJob.id == job_id)) is None:

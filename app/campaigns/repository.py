@@ -253,6 +253,8 @@ class Outcome:
     contact_id: str
     platform_message_id: str | None
     error: str | None
+    # The platform's error code for a refusal (131049 defers rather than fails).
+    error_code: int | None = None
 
 
 async def settle_claims(

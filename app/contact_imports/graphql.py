@@ -21,7 +21,7 @@ from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import node_field
-from app.graphql.socket import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext
+from app.graphql.socket import SUBSCRIPTIONS_OVER_WEBSOCKET, SocketContext, SubscriptionSlot
 from app.kit.errors import DomainError, NotFound
 
 # How often a followed import is read again while it runs.
@@ -80,21 +80,26 @@ class Query:
     )
 
 
-async def _follow(context: SocketContext, first: Any) -> AsyncGenerator[ContactImport, None]:
+async def _follow(
+    context: SocketContext, first: Any, slot: SubscriptionSlot
+) -> AsyncGenerator[ContactImport, None]:
     subject = context.require_subject()
     current = first
-    yield as_contact_import(current)
-    while current.status not in FINISHED:
-        await asyncio.sleep(PROGRESS_POLL_SECONDS)
-        await context.recheck()
-        try:
-            async with context.db() as session:
-                latest = await service.get_import(session, subject, first.id)
-        except NotFound:
-            raise as_graphql_error(NotFound("Import")) from None
-        if latest.updated_at != current.updated_at or latest.status != current.status:
-            current = latest
-            yield as_contact_import(current)
+    try:
+        yield as_contact_import(current)
+        while current.status not in FINISHED:
+            await asyncio.sleep(PROGRESS_POLL_SECONDS)
+            await context.recheck()
+            try:
+                async with context.db() as session:
+                    latest = await service.get_import(session, subject, first.id)
+            except NotFound:
+                raise as_graphql_error(NotFound("Import")) from None
+            if latest.updated_at != current.updated_at or latest.status != current.status:
+                current = latest
+                yield as_contact_import(current)
+    finally:
+        slot.release()
 
 
 @strawberry.type
@@ -116,4 +121,6 @@ class Subscription:
                 first = await service.get_import(session, context.require_subject(), id)
         except DomainError as exc:
             raise as_graphql_error(exc) from exc
-        return _follow(context, first)
+        # It counts toward the organization's open subscriptions, as the streamed ones do.
+        slot = SubscriptionSlot(context, first.organization_id)
+        return _follow(context, first, slot)

@@ -10,7 +10,7 @@ CSV the service writes escapes them again.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,11 +19,11 @@ import phonenumbers
 
 from app.contacts.schemas import MAX_CUSTOM_FIELDS_BYTES, MAX_TAG_LENGTH, MAX_TAGS
 from app.contacts.service import TAG_SEPARATOR
-from app.kit.csvcells import csv_unescape
+from app.kit.csvcells import FORMULA_PREFIXES
 from app.kit.errors import InvalidInput
 from app.kit.jsonutil import dumps
 from app.kit.phone import to_e164
-from app.kit.validation import display_name
+from app.kit.validation import MAX_NAME_LENGTH, display_name
 
 MAX_NOTES_LENGTH = 10_000
 MAX_CUSTOM_FIELD_KEY = 100
@@ -65,7 +65,6 @@ class ParsedRow:
     marketing_opt_out: bool | None = None
     opted_out_at: datetime | None = None
     do_not_call: bool | None = None
-    present: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +142,11 @@ def _opt_out(text: str) -> tuple[bool | None, datetime | None]:
 
 
 def _tags(text: str) -> list[str]:
-    tags = list(dict.fromkeys(tag.strip() for tag in text.split(TAG_SEPARATOR) if tag.strip()))
+    tags = [tag.strip() for tag in text.split(TAG_SEPARATOR)]
+    if "" in tags:
+        tags = [tag for tag in tags if tag]
+    if len(set(tags)) != len(tags):
+        tags = list(dict.fromkeys(tags))
     if len(tags) > MAX_TAGS:
         raise ValueError(f"at most {MAX_TAGS} tags")
     if any(len(tag) > MAX_TAG_LENGTH for tag in tags):
@@ -172,50 +175,121 @@ def _custom_fields(cells: list[str], columns: Columns) -> dict[str, Any] | None:
     return found
 
 
+_FORMULA_FIRST = frozenset(FORMULA_PREFIXES)
+# JSON takes at most this many bytes per character of a string (a control character's
+# \uXXXX), so custom fields whose text is this short cannot be over the limit.
+_JSON_BYTES_PER_CHARACTER = 6
+
+
+class RowParser:
+    """Validates the rows of one file: the column positions and the optional columns are
+    looked up once, and a row costs a few string operations and one object (the import's
+    hot loop: app/contact_imports/runner.py)."""
+
+    def __init__(self, columns: Columns, region: str | None) -> None:
+        self.columns = columns
+        self.count = columns.count
+        self.region = region
+        self.phone_at = columns.index["phone_number"]
+        self.name_at = columns.index["name"]
+        self.tags_at = columns.index.get("tags")
+        self.notes_at = columns.index.get("notes")
+        self.opt_out_at = columns.index.get("marketing_opt_out")
+        self.do_not_call_at = columns.index.get("do_not_call")
+        self.has_custom = "custom_fields" in columns.index or bool(columns.custom)
+        self.custom_json_at = columns.index.get("custom_fields")
+        self.custom = tuple(columns.custom.items())
+        # Characters of the JSON object the `cf.` columns make, less their values': braces,
+        # and each key with its quotes, colon and comma (at most).
+        self.custom_size = 2 + sum(len(key) + 6 for key in columns.custom)
+        # What an `update` row changes besides the name and consent (runner.py).
+        self.present = frozenset(
+            name
+            for name, there in (
+                ("tags", self.tags_at is not None),
+                ("notes", self.notes_at is not None),
+                ("custom_fields", self.has_custom),
+            )
+            if there
+        )
+
+    def __call__(self, line: int, raw: list[str]) -> ParsedRow | RowRefused:
+        # csv_unescape, inlined: a `'` before a formula character goes.
+        cells = [
+            cell[1:] if cell[:1] == "'" and cell[1:2] in _FORMULA_FIRST else cell for cell in raw
+        ]
+        count = len(cells)
+        phone_cell = cells[self.phone_at] if self.phone_at < count else ""
+        name_cell = cells[self.name_at] if self.name_at < count else ""
+        if count != self.count:
+            return _refused(
+                line, f"expected {self.count} fields, found {count}", phone_cell, name_cell
+            )
+        if "\x00" in "".join(cells):
+            return _refused(line, "contains a NUL character", phone_cell, name_cell)
+        try:
+            phone = to_e164(phone_cell, region=self.region)
+        except InvalidInput:
+            return _refused(line, "invalid phone number", phone_cell, name_cell)
+        try:
+            name = contact_name(name_cell)
+        except ValueError as exc:
+            return _refused(line, f"name {exc}", phone_cell, name_cell)
+        row = ParsedRow(line, phone, name)
+        try:
+            if self.tags_at is not None:
+                tags = cells[self.tags_at]
+                row.tags = _tags(tags) if tags else []
+            if self.notes_at is not None:
+                notes = cells[self.notes_at]
+                if len(notes) > MAX_NOTES_LENGTH:
+                    raise ValueError(f"notes have at most {MAX_NOTES_LENGTH} characters")
+                row.notes = notes or None
+            if self.has_custom:
+                row.custom_fields = self._custom_fields(cells)
+            if self.opt_out_at is not None:
+                row.marketing_opt_out, row.opted_out_at = _opt_out(cells[self.opt_out_at])
+            if self.do_not_call_at is not None:
+                row.do_not_call = _flag(cells[self.do_not_call_at], "do_not_call")
+        except ValueError as exc:
+            return _refused(line, str(exc), phone_cell, name_cell)
+        return row
+
+    def _custom_fields(self, cells: list[str]) -> dict[str, Any] | None:
+        if self.custom_json_at is not None:
+            return _custom_fields(cells, self.columns)
+        found = {}
+        size = self.custom_size
+        for key, position in self.custom:
+            value = cells[position]
+            if value:
+                found[key] = value
+                size += len(value)
+        if not found:
+            return None
+        if size * _JSON_BYTES_PER_CHARACTER > MAX_CUSTOM_FIELDS_BYTES and (
+            len(dumps(found)) > MAX_CUSTOM_FIELDS_BYTES
+        ):
+            raise ValueError(f"custom fields take at most {MAX_CUSTOM_FIELDS_BYTES} bytes as JSON")
+        return found
+
+
+def contact_name(cell: str) -> str:
+    """`display_name` of the stripped cell (ValueError otherwise), without its regular
+    expressions for the usual name: after `strip`, only a byte-order mark at an edge or an
+    empty or overlong name can need them."""
+    name = cell.strip()
+    if 0 < len(name) <= MAX_NAME_LENGTH and name[0] != "\ufeff" != name[-1]:
+        return name
+    return display_name(name)
+
+
+def _refused(line: int, reason: str, phone_cell: str, name_cell: str) -> RowRefused:
+    return RowRefused(line, reason, phone_cell[:100] or None, name_cell[:255] or None)
+
+
 def parse_row(
     line: int, raw: list[str], columns: Columns, region: str | None
 ) -> ParsedRow | RowRefused:
-    cells = [csv_unescape(cell) for cell in raw]
-    phone_at, name_at = columns.index["phone_number"], columns.index["name"]
-    phone_cell = cells[phone_at] if phone_at < len(cells) else ""
-    name_cell = cells[name_at] if name_at < len(cells) else ""
-
-    def refused(reason: str) -> RowRefused:
-        return RowRefused(line, reason, phone_cell[:100] or None, name_cell[:255] or None)
-
-    if len(cells) != columns.count:
-        return refused(f"expected {columns.count} fields, found {len(cells)}")
-    if any("\x00" in cell for cell in cells):
-        return refused("contains a NUL character")
-    try:
-        phone = to_e164(phone_cell, region=region)
-    except InvalidInput:
-        return refused("invalid phone number")
-    try:
-        name = display_name(name_cell.strip())
-    except ValueError as exc:
-        return refused(f"name {exc}")
-    row = ParsedRow(line, phone, name)
-    try:
-        position = columns.index.get("tags")
-        if position is not None:
-            row.tags = _tags(cells[position])
-            row.present.add("tags")
-        position = columns.index.get("notes")
-        if position is not None:
-            if len(cells[position]) > MAX_NOTES_LENGTH:
-                raise ValueError(f"notes have at most {MAX_NOTES_LENGTH} characters")
-            row.notes = cells[position] or None
-            row.present.add("notes")
-        if "custom_fields" in columns.index or columns.custom:
-            row.custom_fields = _custom_fields(cells, columns)
-            row.present.add("custom_fields")
-        position = columns.index.get("marketing_opt_out")
-        if position is not None:
-            row.marketing_opt_out, row.opted_out_at = _opt_out(cells[position])
-        position = columns.index.get("do_not_call")
-        if position is not None:
-            row.do_not_call = _flag(cells[position], "do_not_call")
-    except ValueError as exc:
-        return refused(str(exc))
-    return row
+    """One row on its own (a file's rows go through one `RowParser`)."""
+    return RowParser(columns, region)(line, raw)

@@ -3,6 +3,7 @@ for a slice of the lease, then continue as a new run until the file ends or is r
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime
 
@@ -11,7 +12,7 @@ import structlog
 from app.contact_imports import service
 from app.contact_imports.models import ContactImport, ImportStatus
 from app.contact_imports.parsing import FileRefused
-from app.contact_imports.runner import FileReader, read_batch, write_batch
+from app.contact_imports.runner import Batch, FileReader, read_batch, write_batch
 from app.jobs import JobContext, Task
 from app.kit import outbox
 from app.kit.clock import utcnow
@@ -34,6 +35,18 @@ async def _finish(
         await session.commit()
 
 
+async def _write(resources: Resources, import_id: str, batch: Batch, offset: int) -> bool:
+    """One batch committed with its progress; False when another run committed it first."""
+    async with resources.session(writes=True) as session:
+        job = await session.get(ContactImport, import_id)
+        assert job is not None
+        if await write_batch(session, job, batch, offset) is None:
+            await session.rollback()
+            return False
+        await session.commit()
+        return True
+
+
 async def run_import(resources: Resources, import_id: str, seconds: float) -> datetime | None:
     """One run: batches until `seconds` pass (then: run again now) or the file ends."""
     async with resources.session(writes=True) as session:
@@ -50,23 +63,29 @@ async def run_import(resources: Resources, import_id: str, seconds: float) -> da
         async with store.local_copy(key) as path:
             with open(path, "rb") as handle:  # noqa: ASYNC230 (read in batches off the loop)
                 reader = FileReader(handle, offset, region)
-                while True:
-                    batch = await read_batch(reader, rows_read + 1)
-                    async with resources.session(writes=True) as session:
-                        job = await session.get(ContactImport, import_id)
-                        assert job is not None
-                        counts = await write_batch(session, job, batch, offset)
-                        if counts is None:
-                            # Another run committed this batch: it carries on, this one stops.
-                            await session.rollback()
+                # The next batch is parsed (in a thread) while this one is written: parsing
+                # and the database's work overlap. A batch read ahead is only ever written
+                # in its turn; a file refused past this batch is reported after it commits.
+                ahead = asyncio.ensure_future(read_batch(reader, rows_read + 1))
+                try:
+                    while True:
+                        batch = await ahead
+                        last = time.monotonic() > deadline
+                        if not (batch.finished or last):
+                            ahead = asyncio.ensure_future(
+                                read_batch(reader, rows_read + len(batch.rows) + 1)
+                            )
+                        if not await _write(resources, import_id, batch, offset):
+                            return None  # another run committed this batch: it carries on
+                        offset, rows_read = batch.end_offset, rows_read + len(batch.rows)
+                        if batch.finished:
+                            await _finish(resources, import_id, ImportStatus.COMPLETED)
                             return None
-                        await session.commit()
-                    offset, rows_read = batch.end_offset, rows_read + len(batch.rows)
-                    if batch.finished:
-                        await _finish(resources, import_id, ImportStatus.COMPLETED)
-                        return None
-                    if time.monotonic() > deadline:
-                        return utcnow()
+                        if last:
+                            return utcnow()
+                finally:
+                    # The file stays open until the thread reading ahead is done with it.
+                    await asyncio.gather(ahead, return_exceptions=True)
     except FileRefused as exc:
         await _finish(resources, import_id, ImportStatus.FAILED, str(exc))
     except ObjectMissing:

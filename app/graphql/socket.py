@@ -81,6 +81,27 @@ class SocketContext(Context):
         self.checked_at = now
 
 
+class SubscriptionSlot:
+    """One of the organization's open subscriptions in this process, for a subscription
+    that follows something without the event stream (e.g. an import's progress, read
+    again as it runs): taken when it starts (a GraphQL error once the organization has none
+    left), given back by `release` however it ends."""
+
+    def __init__(self, context: SocketContext, organization_id: str) -> None:
+        self._organization_id = organization_id
+        self._quota = context.resources.subscriptions
+        try:
+            self._quota.take(organization_id)
+        except TooManySubscriptions as exc:
+            raise GraphQLError(str(exc), extensions={"code": "too_many_subscriptions"}) from None
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._quota.release(self._organization_id)
+
+
 class LiveEvents:
     """The organization's event stream for one subscription, counted against the
     organization's open subscriptions in this process: made when the subscription starts (a

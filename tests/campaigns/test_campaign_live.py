@@ -11,10 +11,13 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.campaigns.meta_limits import retry_job_id
 from app.config import Settings
 from app.kit.ids import new_id
+from app.kit.outbox_models import OutboxJob
 from app.templates.models import MessageTemplate
 from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
+from tests.campaigns.test_meta_limits import an_hour_passes, ledger
 from tests.conftest import Tenant, TenantFactory, make_settings
 from tests.integrations.whatsapp.fake_graph import FakeGraph, running_fake_graph
 from tests.templates.conftest import VALID_BODY, WABA, create_channel
@@ -106,3 +109,92 @@ async def test_live_campaign_sends_each_recipient_once_through_the_graph_api(
             {"type": "text", "text": f"Person {phones.index(phone)}"},
             {"type": "text", "text": "A-1001"},
         ]
+
+
+async def test_a_send_refused_with_131049_defers_the_recipient_like_the_status_does(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    tenants: TenantFactory,
+    graph: FakeGraph,
+    jobs: Jobs,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    live = await tenants.key(acme, ["full_access"], livemode=True)
+    channel = await create_channel(
+        client, live, phone_number_id="live-106540352242923", platform=graph
+    )
+    template = await approved_live_template(sessionmaker, acme, channel["id"])
+    phones = ["+14155550180", "+14155550181"]
+    for n, phone in enumerate(phones):
+        await create_contact(client, live, phone, f"Person {n}")
+    # Meta answers the send call itself with its per-user marketing limit.
+    graph.fail_with(
+        "/messages",
+        400,
+        131049,
+        "This message was not delivered to maintain healthy ecosystem engagement.",
+    )
+    created = await client.post(
+        CAMPAIGNS, json=campaign_body(channel, template), headers=live.headers
+    )
+    campaign_id = created.json()["id"]
+    await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=live.headers)
+    await jobs.drain(delayed=False)
+    held = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=live.headers)).json()
+    # Deferred, not failed: the campaign waits for the retry, as after a 131049 status.
+    assert (held["status"], held["sent_count"], held["failed_count"]) == ("sending", 1, 0)
+    assert held["deferred_count"] == 1
+    rows = await ledger(sessionmaker, campaign_id)
+    [deferred] = [row for row in rows.values() if row.status == "deferred"]
+    assert deferred.deferrals == 1
+    assert deferred.deferred_until is not None
+    assert deferred.platform_message_id is None
+    assert "131049" in (deferred.error or "")
+    async with sessionmaker() as session:
+        retry = await session.get(OutboxJob, retry_job_id(campaign_id))
+    assert retry is not None
+    assert retry.actor == "campaigns.deferred_retry"
+
+    await an_hour_passes(sessionmaker, campaign_id)
+    await jobs.drain(delayed=False)
+    done = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=live.headers)).json()
+    assert (done["status"], done["sent_count"], done["deferred_count"]) == ("completed", 2, 0)
+    retried = (await ledger(sessionmaker, campaign_id))[deferred.phone_number]
+    assert (retried.status, retried.deferrals) == ("sent", 1)
+    assert retried.platform_message_id is not None
+
+
+async def test_a_131049_send_beyond_the_retries_fails_with_metas_reason(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    tenants: TenantFactory,
+    graph: FakeGraph,
+    jobs: Jobs,
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    live = await tenants.key(acme, ["full_access"], livemode=True)
+    channel = await create_channel(
+        client, live, phone_number_id="live-106540352242924", platform=graph
+    )
+    template = await approved_live_template(sessionmaker, acme, channel["id"])
+    await create_contact(client, live, "+14155550182", "Person")
+    created = await client.post(
+        CAMPAIGNS, json=campaign_body(channel, template), headers=live.headers
+    )
+    campaign_id = created.json()["id"]
+    # Refused each time (the default policy allows 3 retries): deferred 3 times, then failed.
+    graph.fail_with("/messages", 400, 131049, "Per-user marketing limit", times=4)
+    await client.post(f"{CAMPAIGNS}/{campaign_id}/launch", headers=live.headers)
+    for _ in range(4):
+        await jobs.drain(delayed=False)
+        await an_hour_passes(sessionmaker, campaign_id)
+    await jobs.drain(delayed=False)
+    [row] = (await ledger(sessionmaker, campaign_id)).values()
+    assert (row.status, row.deferrals) == ("failed", 3)
+    assert "131049" in (row.error or "")
+    final = (await client.get(f"{CAMPAIGNS}/{campaign_id}", headers=live.headers)).json()
+    assert (final["status"], final["failed_count"], final["deferred_count"]) == (
+        "completed",
+        1,
+        0,
+    )

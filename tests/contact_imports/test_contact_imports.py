@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -348,3 +350,52 @@ async def test_lists_graphql_other_tenants_and_scopes(
     foreign = await graphql(client, query, {"id": ids[0]}, globex.headers)
     assert foreign["data"]["contactImport"] is None
     assert foreign["data"]["contactImports"]["totalCount"] == 0
+
+
+@pytest.mark.parametrize("on_duplicate", ["skip", "update"])
+async def test_numbers_repeated_across_batches_are_written_once(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    globex: Tenant,
+    resources: Resources,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    monkeypatch: pytest.MonkeyPatch,
+    on_duplicate: str,
+) -> None:
+    monkeypatch.setattr(runner, "BATCH_ROWS", 4)
+    # Another organization's contact with one of the numbers changes nothing here.
+    await client.post(
+        CONTACTS, json={"phone_number": "+14155550107", "name": "Theirs"}, headers=globex.headers
+    )
+    await client.post(
+        CONTACTS, json={"phone_number": "+14155550105", "name": "Known"}, headers=acme.headers
+    )
+    rows = [f"P{n},+1415555010{n % 8},t{n}" for n in range(20)]
+    data = ("name,phone_number,tags\n" + "\n".join(rows) + "\n").encode()
+    result = await imported(client, acme, resources, sessionmaker, data, on_duplicate=on_duplicate)
+    assert result["status"] == "completed", result
+    assert result["rows_read"] == 20
+    assert result["created_count"] == 7
+    contacts = await by_phone(client, acme)
+    assert len(contacts) == 8
+    if on_duplicate == "skip":
+        assert (result["updated_count"], result["skipped_count"]) == (0, 13)
+        assert contacts["+14155550100"]["name"] == "P0"
+        assert contacts["+14155550105"]["name"] == "Known"
+    else:
+        assert (result["updated_count"], result["skipped_count"]) == (13, 0)
+        assert contacts["+14155550100"]["name"] == "P16"  # the last row of the number
+        assert contacts["+14155550100"]["tags"] == ["t16"]
+        assert contacts["+14155550105"]["name"] == "P13"
+    assert (await by_phone(client, globex))["+14155550107"]["name"] == "Theirs"
+    for phone, contact in contacts.items():
+        parsed = uuid.UUID(contact["id"])
+        assert str(parsed) == contact["id"]  # canonical, as every id of the API
+        if phone != "+14155550105" and resources.dialect_name == "postgresql":
+            # Time-ordered (version 7): the batch's millisecond, as created_at.
+            assert parsed.version == 7
+            created = datetime.fromisoformat(contact["created_at"].replace("Z", "+00:00"))
+            epoch = datetime(1970, 1, 1, tzinfo=UTC)
+            assert int.from_bytes(parsed.bytes[:6], "big") == (created - epoch) // timedelta(
+                milliseconds=1
+            )
