@@ -40,6 +40,7 @@ from app.kit.serialize import Serializer, compile_serializer
 T = TypeVar("T")
 U = TypeVar("U")
 ShapeT = TypeVar("ShapeT")
+GraphQLT = TypeVar("GraphQLT")
 
 _KEY = "switchboard.shape"
 
@@ -169,11 +170,12 @@ class Shape(Generic[ShapeT]):
         rest_name: str,
         rest_doc: str | None = None,
         rest_order: Sequence[str] | None = None,
-        rest_extra: Sequence[tuple[str, Rest]] = (),
+        rest_only: Sequence[tuple[str, QueryableAttribute[Any], Rest]] = (),
     ) -> None:
         self.graphql_type = graphql_type
         hints = typing.get_type_hints(graphql_type, include_extras=True)
         self._specs: dict[str, _Spec] = {}
+        self._rest_only_columns: list[Any] = []
         for field in dataclasses.fields(graphql_type):  # type: ignore[arg-type]
             spec = field.metadata.get(_KEY)
             if not isinstance(spec, _Spec):
@@ -183,7 +185,12 @@ class Shape(Generic[ShapeT]):
                 )
             self._specs[field.name] = spec
         rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
-        rest += [(name, extra, _Spec((), None, extra)) for name, extra in rest_extra]
+        # REST-only fields: a column GraphQL does not show (its annotation given in Rest).
+        for name, source, options in rest_only:
+            if options.annotation is None:
+                raise ValueError(f"{graphql_type.__name__}: REST-only {name} needs an annotation")
+            rest.append((name, options, _Spec((source,), source.key, options)))
+            self._rest_only_columns.append(source)
         if rest_order is not None:
             by_name = {entry[0]: entry for entry in rest}
             if sorted(by_name) != sorted(rest_order):
@@ -238,7 +245,7 @@ class Shape(Generic[ShapeT]):
                 add(source.key, source)
                 if spec.source is not None and spec.source != name:
                     add(name, source)
-        for source in extra:
+        for source in (*self._rest_only_columns, *extra):
             add(source.key, source)
         return pairs
 
@@ -263,3 +270,11 @@ class Shape(Generic[ShapeT]):
         # A row of columns() or an entity carries every attribute the type reads: mypy checked
         # each column's type against the field's where the shape declares it.
         return typing.cast(ShapeT, value)
+
+    def served_as(self, value: Any, graphql_type: type[GraphQLT]) -> GraphQLT:
+        """`as_graphql` for a GraphQL type that extends the shape with resolver fields of
+        the GraphQL layer (its fields beyond the shape's read nothing but `id`-like
+        attributes the shape declares)."""
+        if not issubclass(graphql_type, self.graphql_type):
+            raise TypeError(f"{graphql_type.__name__} does not extend {self.graphql_type.__name__}")
+        return typing.cast(GraphQLT, self.as_graphql(value))
