@@ -16,8 +16,10 @@ a renamed or retyped column is a type error where the shape names it. From the t
   fields is read as such a row).
 
 The GraphQL type of a domain may extend the shape (`class Contact(ContactShape)` in
-`graphql.py`) with resolver fields that need the GraphQL layer (loaders, other domains'
-types); those are GraphQL-only and REST never sees them.
+`graphql.py`, served by `served_as`) with resolver fields that need the GraphQL layer
+(loaders, other domains' types); those are GraphQL-only and REST never sees them. A column
+only REST shows is `rest_only`; a REST field order unlike GraphQL's is `rest_order`.
+docs/architecture.md ("One declaration per resource shape") tells the whole design.
 """
 
 from __future__ import annotations
@@ -136,12 +138,6 @@ def computed(
     the columns `sources` (selected by `columns()`)."""
     spec = _Spec(tuple(sources), None, rest)
     return strawberry.field(resolver=resolver, description=description, metadata={_KEY: spec})
-
-
-def graphql_only() -> Any:
-    """A placeholder keeping a GraphQL-only resolver field's place in the shape's order; the
-    domain's GraphQL type declares the field itself (it needs the GraphQL layer)."""
-    return strawberry.field(default=None, metadata={_KEY: _Spec((), None, GRAPHQL_ONLY)})
 
 
 def _rest_annotation(annotation: Any) -> Any:
