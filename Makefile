@@ -88,6 +88,7 @@ typecheck: $(STAMP)
 
 schema: $(STAMP)
 	$(BIN)/switchboard export-schema
+	$(BIN)/switchboard export-openapi
 
 bench: $(STAMP)
 	$(BIN)/python bench/api_throughput.py

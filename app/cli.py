@@ -251,6 +251,15 @@ def cmd_export_schema(_settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_openapi(_settings: Settings, args: argparse.Namespace) -> int:
+    from rest_compat.app import OPERATIONS
+    from rest_compat.openapi import openapi_text
+
+    Path(args.output).write_text(openapi_text(OPERATIONS))
+    _print({"written": args.output})
+    return 0
+
+
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     """Dramatiq worker processes on Redis, each with `--threads` threads."""
     if not settings.redis_url:
@@ -347,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export-schema", help="write the GraphQL SDL")
     export.add_argument("--output", default="schema.graphql")
     export.set_defaults(handler=cmd_export_schema)
+    openapi = commands.add_parser(
+        "export-openapi", help="write the OpenAPI document of /api/v1 (openapi.json)"
+    )
+    openapi.add_argument("--output", default="openapi.json")
+    openapi.set_defaults(handler=cmd_export_openapi)
     return parser
 
 

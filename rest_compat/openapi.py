@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -361,3 +362,9 @@ def _build(operations: tuple[Operation, ...], prefix: str) -> dict[str, Any]:
 
 def build_openapi(operations: Iterable[Operation], prefix: str = "/api/v1") -> dict[str, Any]:
     return _build(tuple(operations), prefix)
+
+
+def openapi_text(operations: Iterable[Operation]) -> str:
+    """The document as committed in openapi.json (keys in the built order, two-space indents);
+    tests/test_openapi_snapshot.py fails when the routes' document drifts from that file."""
+    return json.dumps(build_openapi(operations), indent=2, ensure_ascii=False) + "\n"

@@ -22,8 +22,10 @@ from app.agents.repository import AgentRepository
 from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     DEFAULT_PAGE_SIZE,
+    PHONE_NUMBER,
     CallDispatch,
     CallLogListQuery,
+    PhoneNumber,
     PhoneNumberAssign,
     WebCallStart,
     call_log_to_public,
@@ -192,22 +194,11 @@ async def load_recent_calls(context: Context, contact_id: str, limit: int) -> li
     return await recent_calls_loader(context).load((contact_id, limit))
 
 
-@strawberry.type(description="A number whose incoming calls an agent answers.")
-class PhoneNumber:
-    id: strawberry.ID
-    organization_id: str
-    agent_id: str
-    phone_number: str = strawberry.field(description="E.164")
-    livemode: bool
-    created_at: datetime
-    updated_at: datetime
-
-
 PhoneNumberConnection = Connection[PhoneNumber]
 
 
 def as_phone_number(value: Any) -> PhoneNumber:
-    return cast(PhoneNumber, value)
+    return PHONE_NUMBER.as_graphql(value)
 
 
 @strawberry.type

@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.calls.models import BROWSER_CALL_ID_PREFIX, AgentPhoneNumber, CallLog
+from app.calls.schemas import PHONE_NUMBER
 from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
@@ -205,15 +206,7 @@ class PhoneNumberRepository(OrgScopedRepository[AgentPhoneNumber]):
         )
         return result.scalar_one_or_none()
 
-    list_columns: ClassVar = (
-        AgentPhoneNumber.id,
-        AgentPhoneNumber.organization_id,
-        AgentPhoneNumber.agent_id,
-        AgentPhoneNumber.phone_number,
-        AgentPhoneNumber.livemode,
-        AgentPhoneNumber.created_at,
-        AgentPhoneNumber.updated_at,
-    )
+    list_columns: ClassVar = PHONE_NUMBER.columns()
 
 
 async def assignment_for_number(

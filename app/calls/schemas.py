@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
+import strawberry
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -12,8 +14,10 @@ from pydantic import (
     field_validator,
 )
 
+from app.calls import models
 from app.kit.pagination import MAX_LIMIT
 from app.kit.serialize import public_shape
+from app.kit.shape import Shape, column
 
 CallDirection = Literal["inbound", "outbound"]
 CallStatus = Literal["completed", "in-progress", "busy", "failed", "no-answer"]
@@ -222,17 +226,22 @@ class PhoneNumberAssign(BaseModel):
     agent_id: str = Field(min_length=1, max_length=64, json_schema_extra={"format": "uuid"})
 
 
-class PhoneNumberResponse(BaseModel):
-    id: str
-    organization_id: str
-    agent_id: str
-    phone_number: str
-    livemode: bool
-    created_at: str
-    updated_at: str
+@strawberry.type(description="A number whose incoming calls an agent answers.")
+class PhoneNumber:
+    """The public shape of a number assignment, declared once (app/kit/shape.py)."""
+
+    id: strawberry.ID = column(models.AgentPhoneNumber.id, as_type=strawberry.ID)
+    organization_id: str = column(models.AgentPhoneNumber.organization_id)
+    agent_id: str = column(models.AgentPhoneNumber.agent_id)
+    phone_number: str = column(models.AgentPhoneNumber.phone_number, description="E.164")
+    livemode: bool = column(models.AgentPhoneNumber.livemode)
+    created_at: datetime = column(models.AgentPhoneNumber.created_at)
+    updated_at: datetime = column(models.AgentPhoneNumber.updated_at)
 
 
-phone_number_to_public = public_shape(PhoneNumberResponse)
+PHONE_NUMBER = Shape(PhoneNumber, rest_name="PhoneNumberResponse")
+PhoneNumberResponse = PHONE_NUMBER.rest_model
+phone_number_to_public = PHONE_NUMBER.to_public
 
 
 class WebCallStart(BaseModel):

@@ -6,54 +6,24 @@ has a field that returns it.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.channels import service
-from app.channels.schemas import DEFAULT_MESSAGES_PER_SECOND, ChannelCreate, ChannelUpdate
+from app.channels.schemas import (
+    CHANNEL,
+    DEFAULT_MESSAGES_PER_SECOND,
+    Channel,
+    ChannelCreate,
+    ChannelUpdate,
+)
 from app.graphql.context import Context
 from app.graphql.pagination import Connection
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
 from app.kit.errors import Conflict, InvalidInput, LiveModeForbidden, NotFound
-
-
-@strawberry.type(description="A messaging phone number of the organization.")
-class Channel:
-    id: strawberry.ID
-    organization_id: str
-    display_phone_number: str
-    phone_number_id: str = strawberry.field(description="The number's id on the platform")
-    business_account_id: str
-    name: str | None
-    livemode: bool = strawberry.field(
-        description="False when created with a test key: its traffic goes to the simulator"
-    )
-    messages_per_second: int = strawberry.field(
-        description="Send budget shared by the channel's campaigns and replies (1 to 1000)"
-    )
-    agent_id: str | None = strawberry.field(
-        description="The agent that answers the channel's inbound messages; null: people do"
-    )
-    quality_rating: str | None = strawberry.field(
-        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; null until Meta says"
-    )
-    messaging_limit: str | None = strawberry.field(
-        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED)"
-    )
-    quality_event: str | None = strawberry.field(
-        description="Meta's last quality event (FLAGGED, UPGRADE…)"
-    )
-    quality_updated_at: datetime | None = strawberry.field(
-        description="When Meta sent its last quality update"
-    )
-    account_status: str | None = strawberry.field(description="Meta's last account_update event")
-    created_at: datetime
-    updated_at: datetime
-
 
 ChannelConnection = Connection[Channel]
 
@@ -84,8 +54,7 @@ class ChannelUpdateInput:
 
 
 def as_channel(value: Any) -> Channel:
-    # Rows and entities carry the same attributes as the type; no copy is needed.
-    return cast(Channel, value)
+    return CHANNEL.as_graphql(value)
 
 
 CHANNELS = DomainMutations(

@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.channels.models import HOLDS_NUMBER, Channel
+from app.channels.schemas import CHANNEL
 from app.kit.repository import OrgScopedRepository
 
 # How each backend names the unique key of the number's holders in its error.
@@ -20,24 +21,7 @@ class ChannelRepository(OrgScopedRepository[Channel]):
     resource = "Channel"
     moded = True
     # Reads never select the sealed token: only `get` (the entity) carries it.
-    list_columns: ClassVar = (
-        Channel.id,
-        Channel.organization_id,
-        Channel.display_phone_number,
-        Channel.phone_number_id,
-        Channel.business_account_id,
-        Channel.name,
-        Channel.livemode,
-        Channel.messages_per_second,
-        Channel.agent_id,
-        Channel.quality_rating,
-        Channel.messaging_limit,
-        Channel.quality_event,
-        Channel.quality_updated_at,
-        Channel.account_status,
-        Channel.created_at,
-        Channel.updated_at,
-    )
+    list_columns: ClassVar = CHANNEL.columns()
 
     @staticmethod
     def is_duplicate(exc: IntegrityError) -> bool:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Any
 
+import strawberry
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -16,9 +18,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.channels import models
 from app.kit.phone import MAX_PHONE_LENGTH
 from app.kit.send_governor import MAX_MESSAGES_PER_SECOND
-from app.kit.serialize import public_shape
+from app.kit.shape import SAME, Rest, Shape, column
 from app.kit.validation import NO_BLANKS_PATTERN, refuse_null, without_null
 
 MAX_UPSTREAM_ID_LENGTH = 64
@@ -102,30 +105,67 @@ class ChannelUpdate(BaseModel):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class ChannelResponse(BaseModel):
-    """The REST shape; documents the OpenAPI schema. Runtime uses `channel_to_public`."""
+@strawberry.type(description="A messaging phone number of the organization.")
+class Channel:
+    """The public shape, declared once (app/kit/shape.py)."""
 
-    id: str
-    organization_id: str
-    display_phone_number: str
-    phone_number_id: str
-    business_account_id: str
-    name: str | None
-    livemode: bool
-    messages_per_second: int
-    agent_id: str | None
-    quality_rating: str | None = Field(
-        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; null until Meta says"
+    id: strawberry.ID = column(models.Channel.id, as_type=strawberry.ID)
+    organization_id: str = column(models.Channel.organization_id)
+    display_phone_number: str = column(models.Channel.display_phone_number)
+    phone_number_id: str = column(
+        models.Channel.phone_number_id, description="The number's id on the platform"
     )
-    messaging_limit: str | None = Field(
-        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED); null until Meta says"
+    business_account_id: str = column(models.Channel.business_account_id)
+    name: str | None = column(models.Channel.name)
+    livemode: bool = column(
+        models.Channel.livemode,
+        description="False when created with a test key: its traffic goes to the simulator",
     )
-    quality_event: str | None = Field(description="Meta's last quality event (FLAGGED, UPGRADE…)")
-    quality_updated_at: str | None = Field(description="When Meta sent its last quality update")
-    account_status: str | None = Field(description="Meta's last account_update event")
-    created_at: str
-    updated_at: str
+    messages_per_second: int = column(
+        models.Channel.messages_per_second,
+        description="Send budget shared by the channel's campaigns and replies (1 to 1000)",
+    )
+    agent_id: str | None = column(
+        models.Channel.agent_id,
+        description="The agent that answers the channel's inbound messages; null: people do",
+    )
+    quality_rating: str | None = column(
+        models.Channel.quality_rating,
+        description="Meta's rating of the number: GREEN, YELLOW, RED, UNKNOWN; "
+        "null until Meta says",
+        rest=Rest(description=SAME),
+    )
+    messaging_limit: str | None = column(
+        models.Channel.messaging_limit,
+        description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED)",
+        rest=Rest(
+            description="Meta's messaging limit tier (TIER_250 … TIER_UNLIMITED); "
+            "null until Meta says"
+        ),
+    )
+    quality_event: str | None = column(
+        models.Channel.quality_event,
+        description="Meta's last quality event (FLAGGED, UPGRADE…)",
+        rest=Rest(description=SAME),
+    )
+    quality_updated_at: datetime | None = column(
+        models.Channel.quality_updated_at,
+        description="When Meta sent its last quality update",
+        rest=Rest(description=SAME),
+    )
+    account_status: str | None = column(
+        models.Channel.account_status,
+        description="Meta's last account_update event",
+        rest=Rest(description=SAME),
+    )
+    created_at: datetime = column(models.Channel.created_at)
+    updated_at: datetime = column(models.Channel.updated_at)
 
 
-# The REST shape of a channel row or entity; the access token is not part of it, ever.
-channel_to_public = public_shape(ChannelResponse)
+CHANNEL = Shape(
+    Channel,
+    rest_name="ChannelResponse",
+    rest_doc="The REST shape; documents the OpenAPI schema. Runtime uses `channel_to_public`.",
+)
+ChannelResponse = CHANNEL.rest_model
+channel_to_public = CHANNEL.to_public

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import strawberry
@@ -10,7 +9,7 @@ from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.consent import service
-from app.consent.schemas import ConsentSettingsUpdate
+from app.consent.schemas import CONSENT_SETTINGS, ConsentSettings, ConsentSettingsUpdate
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.permissions import requires
@@ -18,31 +17,9 @@ from app.graphql.resource import DomainMutations, Payload
 from app.kit.errors import DomainError, InvalidInput
 
 
-@strawberry.type(
-    description="How inbound WhatsApp texts change marketing consent (docs/api.md, Consent)."
-)
-class ConsentSettings:
-    opt_out_keywords: list[str] = strawberry.field(
-        description="Trimmed, case-folded texts that opt the sender out (source keyword)"
-    )
-    opt_in_keywords: list[str] = strawberry.field(description="Texts that opt the sender back in")
-    opt_out_reply: str | None = strawberry.field(
-        description="Sent back when a keyword opts someone out; null sends nothing"
-    )
-    opt_in_reply: str | None = strawberry.field(
-        description="Sent back when a keyword opts someone back in; null sends nothing"
-    )
-    updated_at: datetime | None = strawberry.field(description="null while the defaults apply")
-
-
 def as_consent_settings(value: Any) -> ConsentSettings:
-    return ConsentSettings(
-        opt_out_keywords=list(value.opt_out_keywords),
-        opt_in_keywords=list(value.opt_in_keywords),
-        opt_out_reply=value.opt_out_reply,
-        opt_in_reply=value.opt_in_reply,
-        updated_at=value.updated_at,
-    )
+    # A stored row or the defaults (app/consent/service.py): both carry the shape's fields.
+    return CONSENT_SETTINGS.as_graphql(value)
 
 
 @strawberry.input(description="Only the fields given change; a reply set to null sends nothing.")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import unicodedata
+from datetime import datetime
 from typing import Annotated, Any
 
+import strawberry
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -14,6 +16,8 @@ from pydantic import (
     field_validator,
 )
 
+from app.consent import models
+from app.kit.shape import SAME, Rest, Shape, column
 from app.kit.validation import refuse_null, without_null
 
 MAX_KEYWORDS = 50
@@ -77,19 +81,41 @@ class ConsentSettingsUpdate(BaseModel):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class ConsentSettingsResponse(BaseModel):
-    opt_out_keywords: list[str]
-    opt_in_keywords: list[str]
-    opt_out_reply: str | None
-    opt_in_reply: str | None
-    updated_at: str | None = Field(description="null while the defaults apply")
+@strawberry.type(
+    description="How inbound WhatsApp texts change marketing consent (docs/api.md, Consent)."
+)
+class ConsentSettings:
+    """The public shape, declared once (app/kit/shape.py)."""
+
+    opt_out_keywords: list[str] = column(
+        models.ConsentSettings.opt_out_keywords,
+        rest=Rest(convert=list),
+        description=("Trimmed, case-folded texts that opt the sender out (source keyword)"),
+    )
+    opt_in_keywords: list[str] = column(
+        models.ConsentSettings.opt_in_keywords,
+        rest=Rest(convert=list),
+        description="Texts that opt the sender back in",
+    )
+    opt_out_reply: str | None = column(
+        models.ConsentSettings.opt_out_reply,
+        description=("Sent back when a keyword opts someone out; null sends nothing"),
+    )
+    opt_in_reply: str | None = column(
+        models.ConsentSettings.opt_in_reply,
+        description=("Sent back when a keyword opts someone back in; null sends nothing"),
+    )
+    updated_at: datetime | None = column(
+        models.ConsentSettings.updated_at,
+        description="null while the defaults apply",
+        rest=Rest(description=SAME),
+    )
 
 
-def consent_settings_to_public(settings: Any) -> dict[str, Any]:
-    return {
-        "opt_out_keywords": list(settings.opt_out_keywords),
-        "opt_in_keywords": list(settings.opt_in_keywords),
-        "opt_out_reply": settings.opt_out_reply,
-        "opt_in_reply": settings.opt_in_reply,
-        "updated_at": settings.updated_at,
-    }
+CONSENT_SETTINGS = Shape(
+    ConsentSettings,
+    rest_name="ConsentSettingsResponse",
+    rest_doc=None,
+)
+ConsentSettingsResponse = CONSENT_SETTINGS.rest_model
+consent_settings_to_public = CONSENT_SETTINGS.to_public

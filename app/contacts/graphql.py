@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.scalars import JSON
@@ -12,7 +11,7 @@ from strawberry.types import Info
 from app.access.scopes import Scope
 from app.calls.graphql import CallLog, load_recent_calls
 from app.contacts import service
-from app.contacts.schemas import ContactCreate, ContactUpdate, marketing_opt_out_of
+from app.contacts.schemas import CONTACT, ContactCreate, ContactShape, ContactUpdate
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
@@ -22,34 +21,8 @@ from app.inbox.graphql import Ticket, open_ticket_loader
 from app.kit.errors import InvalidInput, NotFound
 
 
-@strawberry.type(description="The contact opted out of marketing messages (docs/api.md, Consent).")
-class MarketingOptOut:
-    at: datetime
-    source: str = strawberry.field(description="keyword, platform, api or import")
-
-
 @strawberry.type
-class Contact:
-    id: strawberry.ID
-    organization_id: str
-    phone_number: str
-    name: str
-    tags: list[str]
-    notes: str | None
-    custom_fields: JSON | None
-    platform_user_id: str | None = strawberry.field(
-        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one"
-    )
-    do_not_call: bool
-    created_at: datetime
-    updated_at: datetime
-
-    @strawberry.field(description="Null unless the contact opted out of marketing messages.")
-    def marketing_opt_out(self) -> MarketingOptOut | None:
-        # `self` is the contact row or entity the field resolves on.
-        found = marketing_opt_out_of(self)
-        return None if found is None else MarketingOptOut(**found)
-
+class Contact(ContactShape):
     @strawberry.field(
         extensions=requires(Scope.CALLS_READ),
         description="The contact's newest calls first (limit 1 to 20); batched per response.",
@@ -89,8 +62,7 @@ class ContactUpdateInput:
 
 
 def as_contact(value: Any) -> Contact:
-    # Rows and entities carry the same attributes as the type; no copy is needed.
-    return cast(Contact, value)
+    return CONTACT.served_as(value, Contact)
 
 
 CONTACTS = DomainMutations(

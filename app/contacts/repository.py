@@ -36,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from app.contacts.models import Contact
+from app.contacts.schemas import CONTACT
 from app.db.base import UTCDateTime
 from app.db.counters import counted_total
 from app.db.prepared import constant
@@ -66,21 +67,7 @@ class ContactRepository(OrgScopedRepository[Contact]):
     model = Contact
     resource = "Contact"
     counted = True
-    list_columns: ClassVar = (
-        Contact.id,
-        Contact.organization_id,
-        Contact.phone_number,
-        Contact.name,
-        Contact.tags,
-        Contact.notes,
-        Contact.custom_fields,
-        Contact.platform_user_id,
-        Contact.marketing_opt_out_at,
-        Contact.marketing_opt_out_source,
-        Contact.do_not_call,
-        Contact.created_at,
-        Contact.updated_at,
-    )
+    list_columns: ClassVar = CONTACT.columns()
 
     async def rows_by_ids(self, contact_ids: Sequence[str]) -> dict[str, Any]:
         """The organization's contacts among `contact_ids` (list_columns), by id; ids of other

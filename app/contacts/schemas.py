@@ -6,6 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
+import strawberry
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -16,9 +17,12 @@ from pydantic import (
     WithJsonSchema,
     field_validator,
 )
+from strawberry.scalars import JSON
 
+from app.contacts import models
 from app.kit.jsonutil import dumps
 from app.kit.phone import MAX_PHONE_LENGTH
+from app.kit.shape import SAME, Rest, Shape, column, computed
 from app.kit.validation import (
     DisplayName,
     JsonObject,
@@ -153,26 +157,6 @@ class MarketingOptOut(BaseModel):
     source: Literal["keyword", "platform", "api", "import"]
 
 
-class ContactResponse(BaseModel):
-    """The REST shape; documents the OpenAPI schema. Runtime uses `contact_to_public`."""
-
-    id: str
-    organization_id: str
-    phone_number: str
-    name: str
-    tags: list[str]
-    notes: str | None
-    custom_fields: dict[str, Any] | None
-    platform_user_id: str | None = Field(
-        default=None,
-        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one",
-    )
-    marketing_opt_out: MarketingOptOut | None
-    do_not_call: bool
-    created_at: str
-    updated_at: str
-
-
 def marketing_opt_out_of(contact: Any) -> dict[str, Any] | None:
     """The opt-out of a contact row or entity as the public shape nests it."""
     if contact.marketing_opt_out_at is None:
@@ -180,19 +164,75 @@ def marketing_opt_out_of(contact: Any) -> dict[str, Any] | None:
     return {"at": contact.marketing_opt_out_at, "source": contact.marketing_opt_out_source}
 
 
-def contact_to_public(item: Any) -> dict[str, Any]:
-    """The REST/event shape of a contact row or entity (by hand: the opt-out is two columns)."""
-    return {
-        "id": item.id,
-        "organization_id": item.organization_id,
-        "phone_number": item.phone_number,
-        "name": item.name,
-        "tags": item.tags or [],
-        "notes": item.notes,
-        "custom_fields": item.custom_fields,
-        "platform_user_id": item.platform_user_id,
-        "marketing_opt_out": marketing_opt_out_of(item),
-        "do_not_call": bool(item.do_not_call),
-        "created_at": item.created_at,
-        "updated_at": item.updated_at,
-    }
+@strawberry.type(
+    name="MarketingOptOut",
+    description="The contact opted out of marketing messages (docs/api.md, Consent).",
+)
+class MarketingOptOutType:
+    at: datetime
+    source: str = strawberry.field(description="keyword, platform, api or import")
+
+
+def _marketing_opt_out(root: strawberry.Parent[Any]) -> MarketingOptOutType | None:
+    # `root` is the contact row or entity the field resolves on.
+    found = marketing_opt_out_of(root)
+    return None if found is None else MarketingOptOutType(**found)
+
+
+def _tags(tags: list[str] | None) -> list[str]:
+    return tags or []
+
+
+@strawberry.type
+class ContactShape:
+    """The public shape of a contact, declared once (app/kit/shape.py); the GraphQL type
+    `Contact` (app/contacts/graphql.py) adds its links to calls and tickets."""
+
+    id: strawberry.ID = column(models.Contact.id, as_type=strawberry.ID)
+    organization_id: str = column(models.Contact.organization_id)
+    phone_number: str = column(models.Contact.phone_number)
+    name: str = column(models.Contact.name)
+    tags: list[str] = column(models.Contact.tags, rest=Rest(convert=_tags))
+    notes: str | None = column(models.Contact.notes)
+    custom_fields: JSON | None = column(
+        models.Contact.custom_fields,
+        as_type=JSON,
+        rest=Rest(annotation=dict[str, Any] | None),
+    )
+    platform_user_id: str | None = column(
+        models.Contact.platform_user_id,
+        description="WhatsApp's business-scoped user id (BSUID), when the user wrote with one",
+        rest=Rest(description=SAME, default=None),
+    )
+    do_not_call: bool = column(models.Contact.do_not_call, rest=Rest(convert=bool))
+    created_at: datetime = column(models.Contact.created_at)
+    updated_at: datetime = column(models.Contact.updated_at)
+    marketing_opt_out: MarketingOptOutType | None = computed(
+        _marketing_opt_out,
+        sources=(models.Contact.marketing_opt_out_at, models.Contact.marketing_opt_out_source),
+        description="Null unless the contact opted out of marketing messages.",
+        rest=Rest(annotation=MarketingOptOut | None, value=marketing_opt_out_of),
+    )
+
+
+CONTACT = Shape(
+    ContactShape,
+    rest_name="ContactResponse",
+    rest_doc="The REST shape; documents the OpenAPI schema. Runtime uses `contact_to_public`.",
+    rest_order=(
+        "id",
+        "organization_id",
+        "phone_number",
+        "name",
+        "tags",
+        "notes",
+        "custom_fields",
+        "platform_user_id",
+        "marketing_opt_out",
+        "do_not_call",
+        "created_at",
+        "updated_at",
+    ),
+)
+ContactResponse = CONTACT.rest_model
+contact_to_public = CONTACT.to_public

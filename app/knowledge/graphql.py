@@ -7,7 +7,6 @@ subscription as `knowledge.document.updated`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import strawberry
@@ -22,19 +21,7 @@ from app.kit.errors import DomainError, InvalidInput, NotFound
 from app.kit.validation import parse_model
 from app.knowledge import service
 from app.knowledge.runtime import knowledge_runtime
-from app.knowledge.schemas import DEFAULT_TOP_K, KnowledgeSearch
-
-
-@strawberry.type(description="An uploaded document (PDF, DOCX or TXT) and its index state.")
-class KnowledgeDocument:
-    id: strawberry.ID
-    document_type: str = strawberry.field(description="pdf, docx or txt")
-    file_name: str = strawberry.field(description="The original file name (sanitised)")
-    uploaded_at: datetime
-    updated_at: datetime
-    index_status: str = strawberry.field(description="pending, indexing, ready or failed")
-    index_error: str | None = strawberry.field(description="Why indexing failed, if it did")
-    chunk_count: int
+from app.knowledge.schemas import DEFAULT_TOP_K, DOCUMENT, KnowledgeDocument, KnowledgeSearch
 
 
 @strawberry.type(description="A passage of a document that matches a search.")
@@ -48,16 +35,7 @@ class KnowledgeSearchResult:
 
 
 def as_document(row: Any) -> KnowledgeDocument:
-    return KnowledgeDocument(
-        id=strawberry.ID(row.id),
-        document_type=row.document_type,
-        file_name=row.file_name,
-        uploaded_at=row.created_at,
-        updated_at=row.updated_at,
-        index_status=row.index_status,
-        index_error=row.index_error,
-        chunk_count=row.chunk_count,
-    )
+    return DOCUMENT.as_graphql(row)
 
 
 DOCUMENTS = DomainMutations(

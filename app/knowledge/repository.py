@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, delete, func, insert, literal_column, select, 
 
 from app.kit.repository import OrgScopedRepository, tenant_condition
 from app.knowledge.models import READY, KnowledgeChunk, KnowledgeDocument
+from app.knowledge.schemas import DOCUMENT
 
 _TERM = re.compile(r"[^\W_]+")
 MAX_QUERY_TERMS = 32
@@ -124,19 +125,8 @@ class ChunkRow:
 class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
     model = KnowledgeDocument
     resource = "Document"
-    list_columns: ClassVar = (
-        KnowledgeDocument.id,
-        KnowledgeDocument.organization_id,
-        KnowledgeDocument.document_type,
-        KnowledgeDocument.file_name,
-        KnowledgeDocument.created_at,
-        KnowledgeDocument.updated_at,
-        KnowledgeDocument.index_status,
-        KnowledgeDocument.index_error,
-        KnowledgeDocument.chunk_count,
-        KnowledgeDocument.storage_key,
-        KnowledgeDocument.size_bytes,
-        KnowledgeDocument.livemode,
+    list_columns: ClassVar = DOCUMENT.columns(
+        KnowledgeDocument.storage_key, KnowledgeDocument.size_bytes, KnowledgeDocument.livemode
     )
 
     async def all_documents(self) -> list[Any]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from datetime import datetime
+from typing import Annotated, Literal
 
+import strawberry
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from app.kit.shape import Rest, Shape, column
 from app.kit.validation import json_integer
+from app.knowledge import models
 
 MAX_QUERY_LENGTH = 1000
 DEFAULT_TOP_K = 5
@@ -27,22 +31,58 @@ class KnowledgeSearch(BaseModel):
     )
 
 
-class KnowledgeDocumentResponse(BaseModel):
-    """The documented KnowledgeDocumentResponse (docs/api.md) plus the index state."""
+@strawberry.type(description="An uploaded document (PDF, DOCX or TXT) and its index state.")
+class KnowledgeDocument:
+    """The public shape, declared once (app/kit/shape.py)."""
 
-    id: str
-    organization_id: str
-    document_type: Literal["pdf", "docx", "txt"]
-    file_name: str
-    uploaded_at: str
-    updated_at: str
-    index_status: IndexStatus
-    index_error: str | None
-    chunk_count: int
+    id: strawberry.ID = column(models.KnowledgeDocument.id, as_type=strawberry.ID)
+    document_type: str = column(
+        models.KnowledgeDocument.document_type,
+        description="pdf, docx or txt",
+        rest=Rest(annotation=Literal["pdf", "docx", "txt"]),
+    )
+    file_name: str = column(
+        models.KnowledgeDocument.file_name, description="The original file name (sanitised)"
+    )
+    uploaded_at: datetime = column(models.KnowledgeDocument.created_at)
+    updated_at: datetime = column(models.KnowledgeDocument.updated_at)
+    index_status: str = column(
+        models.KnowledgeDocument.index_status,
+        description="pending, indexing, ready or failed",
+        rest=Rest(annotation=IndexStatus),
+    )
+    index_error: str | None = column(
+        models.KnowledgeDocument.index_error, description="Why indexing failed, if it did"
+    )
+    chunk_count: int = column(models.KnowledgeDocument.chunk_count)
+
+
+DOCUMENT = Shape(
+    KnowledgeDocument,
+    rest_name="KnowledgeDocumentResponse",
+    rest_doc="The documented KnowledgeDocumentResponse (docs/api.md) plus the index state.",
+    rest_only=(
+        ("organization_id", models.KnowledgeDocument.organization_id, Rest(annotation=str)),
+    ),
+    rest_order=(
+        "id",
+        "organization_id",
+        "document_type",
+        "file_name",
+        "uploaded_at",
+        "updated_at",
+        "index_status",
+        "index_error",
+        "chunk_count",
+    ),
+)
+KnowledgeDocumentResponse = DOCUMENT.rest_model
+document_to_public = DOCUMENT.to_public
 
 
 class KnowledgeDocumentList(BaseModel):
-    documents: list[KnowledgeDocumentResponse]
+    # The derived model is a value to mypy (app/kit/shape.py); pydantic reads it as a class.
+    documents: list[KnowledgeDocumentResponse]  # type: ignore[valid-type]
 
 
 class KnowledgeSearchResult(BaseModel):
@@ -56,17 +96,3 @@ class KnowledgeSearchResult(BaseModel):
 
 class KnowledgeSearchResponse(BaseModel):
     results: list[KnowledgeSearchResult]
-
-
-def document_to_public(document: Any) -> dict[str, Any]:
-    return {
-        "id": document.id,
-        "organization_id": document.organization_id,
-        "document_type": document.document_type,
-        "file_name": document.file_name,
-        "uploaded_at": document.created_at,
-        "updated_at": document.updated_at,
-        "index_status": document.index_status,
-        "index_error": document.index_error,
-        "chunk_count": document.chunk_count,
-    }

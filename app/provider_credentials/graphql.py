@@ -3,8 +3,7 @@ operation. Keys are write-only: the input takes them, no type returns them."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
@@ -17,15 +16,7 @@ from app.graphql.resource import DomainMutations, Payload
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.provider_credentials import service
 from app.provider_credentials.cache import credential_cache
-from app.provider_credentials.schemas import ProviderCredentialPut
-
-
-@strawberry.type(description="An organization's key for one provider (never shown).")
-class ProviderCredential:
-    provider: str
-    base_url: str | None
-    api_key_last4: str
-    updated_at: datetime
+from app.provider_credentials.schemas import CREDENTIAL, ProviderCredential, ProviderCredentialPut
 
 
 @strawberry.input(
@@ -56,7 +47,7 @@ class ProviderCredentialInput:
 
 
 def as_credential(value: Any) -> ProviderCredential:
-    return cast(ProviderCredential, value)
+    return CREDENTIAL.as_graphql(value)
 
 
 CREDENTIALS = DomainMutations(

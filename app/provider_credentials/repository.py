@@ -8,6 +8,7 @@ from sqlalchemy import bindparam, select
 
 from app.kit.repository import OrgScopedRepository
 from app.provider_credentials.models import ProviderCredential
+from app.provider_credentials.schemas import CREDENTIAL
 
 # The most credentials an organization can hold: one per provider.
 MAX_CREDENTIALS = 32
@@ -16,14 +17,8 @@ MAX_CREDENTIALS = 32
 class ProviderCredentialRepository(OrgScopedRepository[ProviderCredential]):
     model = ProviderCredential
     resource = "Credential"
-    list_columns: ClassVar = (
-        ProviderCredential.id,
-        ProviderCredential.organization_id,
-        ProviderCredential.provider,
-        ProviderCredential.base_url,
-        ProviderCredential.api_key_last4,
-        ProviderCredential.created_at,
-        ProviderCredential.updated_at,
+    list_columns: ClassVar = CREDENTIAL.columns(
+        ProviderCredential.id, ProviderCredential.organization_id, ProviderCredential.created_at
     )
 
     async def by_provider(self, provider: str) -> ProviderCredential | None:

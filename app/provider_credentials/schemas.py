@@ -9,12 +9,16 @@ field the service does not know is. docs/api.md, "Provider credentials", lists t
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.agents.config import HttpUrl
+from app.kit.shape import Rest, Shape, column
 from app.kit.validation import NOT_BLANK_PATTERN
+from app.provider_credentials import models
 
 Provider = Literal[
     "openai",
@@ -90,23 +94,25 @@ class ProviderCredentialPut(BaseModel):
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
 
-class ProviderCredentialResponse(BaseModel):
-    """The public shape: the key is never shown, only its last four characters."""
+@strawberry.type(description="An organization's key for one provider (never shown).")
+class ProviderCredential:
+    """The public shape, declared once (app/kit/shape.py)."""
 
-    provider: Provider
-    base_url: str | None
-    api_key_last4: str
-    updated_at: str
+    provider: str = column(models.ProviderCredential.provider, rest=Rest(annotation=Provider))
+    base_url: str | None = column(models.ProviderCredential.base_url)
+    api_key_last4: str = column(models.ProviderCredential.api_key_last4)
+    updated_at: datetime = column(models.ProviderCredential.updated_at)
+
+
+CREDENTIAL = Shape(
+    ProviderCredential,
+    rest_name="ProviderCredentialResponse",
+    rest_doc="The public shape: the key is never shown, only its last four characters.",
+)
+ProviderCredentialResponse = CREDENTIAL.rest_model
+credential_to_public = CREDENTIAL.to_public
 
 
 class ProviderCredentialList(BaseModel):
-    data: list[ProviderCredentialResponse]
-
-
-def credential_to_public(row: Any) -> dict[str, Any]:
-    return {
-        "provider": row.provider,
-        "base_url": row.base_url,
-        "api_key_last4": row.api_key_last4,
-        "updated_at": row.updated_at,
-    }
+    # The derived model is a value to mypy (app/kit/shape.py); pydantic reads it as a class.
+    data: list[ProviderCredentialResponse]  # type: ignore[valid-type]

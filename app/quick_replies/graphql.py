@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
@@ -17,17 +16,7 @@ from app.graphql.resource import DomainMutations, Payload, list_field, node_fiel
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.quick_replies import service
 from app.quick_replies.cache import snippet_cache
-from app.quick_replies.schemas import QuickReplyCreate, QuickReplyUpdate
-
-
-@strawberry.type(description="A canned message snippet, inserted by typing its shortcut.")
-class QuickReply:
-    id: strawberry.ID
-    shortcut: str = strawberry.field(description="Slash-prefixed trigger, e.g. /thanks")
-    content: str = strawberry.field(description="The text the shortcut expands to")
-    created_at: datetime
-    updated_at: datetime
-
+from app.quick_replies.schemas import QUICK_REPLY, QuickReply, QuickReplyCreate, QuickReplyUpdate
 
 QuickReplyConnection = Connection[QuickReply]
 
@@ -45,8 +34,7 @@ class QuickReplyUpdateInput:
 
 
 def as_quick_reply(value: Any) -> QuickReply:
-    # Rows and entities carry the same attributes as the type; no copy is needed.
-    return cast(QuickReply, value)
+    return QUICK_REPLY.as_graphql(value)
 
 
 QUICK_REPLIES = DomainMutations(

@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.kit.repository import OrgScopedRepository
 from app.quick_replies.models import QuickReply
+from app.quick_replies.schemas import QUICK_REPLY
 
 # How each backend names the (organization_id, shortcut) unique key in its error.
 _DUPLICATE_MARKERS = ("uq_quick_replies_organization_id", "quick_replies.shortcut")
@@ -18,14 +19,7 @@ _SNIPPET_COLUMNS: tuple[Any, ...] = (QuickReply.shortcut, QuickReply.content)
 class QuickReplyRepository(OrgScopedRepository[QuickReply]):
     model = QuickReply
     resource = "Quick reply"
-    list_columns: ClassVar = (
-        QuickReply.id,
-        QuickReply.organization_id,
-        QuickReply.shortcut,
-        QuickReply.content,
-        QuickReply.created_at,
-        QuickReply.updated_at,
-    )
+    list_columns: ClassVar = QUICK_REPLY.columns(QuickReply.organization_id)
 
     async def snippets(self) -> dict[str, str]:
         """Every shortcut of the organization and its content (what the cache holds)."""

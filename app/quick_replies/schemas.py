@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Annotated, Any
 
+import strawberry
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -15,8 +17,9 @@ from pydantic import (
     field_validator,
 )
 
-from app.kit.serialize import public_shape
+from app.kit.shape import GRAPHQL_ONLY, Shape, column
 from app.kit.validation import NOT_BLANK_CHAR, without_null
+from app.quick_replies import models
 
 MAX_SHORTCUT_LENGTH = 100
 # A WhatsApp text message body holds at most 4096 characters; a snippet is one.
@@ -85,13 +88,23 @@ class QuickReplyUpdate(BaseModel):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class QuickReplyResponse(BaseModel):
-    """docs/api.md's shape; documents OpenAPI. Runtime uses `quick_reply_to_public`."""
+@strawberry.type(description="A canned message snippet, inserted by typing its shortcut.")
+class QuickReply:
+    """The public shape of a quick reply, declared once (app/kit/shape.py)."""
 
-    id: str
-    shortcut: str
-    content: str
-    created_at: str
+    id: strawberry.ID = column(models.QuickReply.id, as_type=strawberry.ID)
+    shortcut: str = column(
+        models.QuickReply.shortcut, description="Slash-prefixed trigger, e.g. /thanks"
+    )
+    content: str = column(models.QuickReply.content, description="The text the shortcut expands to")
+    created_at: datetime = column(models.QuickReply.created_at)
+    updated_at: datetime = column(models.QuickReply.updated_at, rest=GRAPHQL_ONLY)
 
 
-quick_reply_to_public = public_shape(QuickReplyResponse)
+QUICK_REPLY = Shape(
+    QuickReply,
+    rest_name="QuickReplyResponse",
+    rest_doc="docs/api.md's shape; documents OpenAPI. Runtime uses `quick_reply_to_public`.",
+)
+QuickReplyResponse = QUICK_REPLY.rest_model
+quick_reply_to_public = QUICK_REPLY.to_public

@@ -7,7 +7,6 @@ subscription as `template.status_updated` / `template.quality_updated`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import strawberry
@@ -26,8 +25,10 @@ from app.kit.pagination import PageParams
 from app.kit.validation import parse_model
 from app.templates import service
 from app.templates.schemas import (
+    TEMPLATE,
     LibraryCreate,
     LibraryQuery,
+    MessageTemplate,
     TemplateCreate,
     TemplatePageQuery,
     TemplateSync,
@@ -35,57 +36,8 @@ from app.templates.schemas import (
 )
 
 
-@strawberry.type(description="A message template registered with the messaging platform.")
-class MessageTemplate:
-    id: strawberry.ID
-    account_id: str
-    channel_id: str
-    business_account_id: str
-    platform_template_id: str | None = strawberry.field(
-        description="Assigned by the platform once submitted; null before"
-    )
-    name: str
-    language: str
-    category: str
-    status: str = strawberry.field(description="PENDING, APPROVED or REJECTED")
-    components: JSON
-    quality_score: str = strawberry.field(description="GREEN, YELLOW, RED or empty")
-    rejected_reason: str | None
-    submission_error: str | None = strawberry.field(
-        description="Why the platform could not be reached yet (submission is retried)"
-    )
-    platform_status: str | None = strawberry.field(
-        description="Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…)"
-    )
-    previous_category: str | None = strawberry.field(
-        description="The category before Meta's last recategorization"
-    )
-    category_updated_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-
-
 def as_template(row: Any) -> MessageTemplate:
-    return MessageTemplate(
-        id=strawberry.ID(row.id),
-        account_id=row.organization_id,
-        channel_id=row.channel_id,
-        business_account_id=row.business_account_id,
-        platform_template_id=row.platform_template_id,
-        name=row.name,
-        language=row.language,
-        category=row.category,
-        status=row.status,
-        components=row.components,
-        quality_score=row.quality_score,
-        rejected_reason=row.rejected_reason,
-        submission_error=row.submission_error,
-        platform_status=row.platform_status,
-        previous_category=row.previous_category,
-        category_updated_at=row.category_updated_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return TEMPLATE.as_graphql(row)
 
 
 @strawberry.type(description="A page of templates (page numbers, as REST's envelope A).")

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import OrgScopedRepository
 from app.templates.models import MessageTemplate, TemplateStatus
+from app.templates.schemas import TEMPLATE
 
 _DUPLICATE_MARKERS = ("uq_message_templates_organization_id", "message_templates.name")
 
@@ -22,7 +23,9 @@ class TemplateRepository(OrgScopedRepository[MessageTemplate]):
     model = MessageTemplate
     resource = "Template"
     moded = True
-    list_columns: ClassVar = tuple(MessageTemplate.__table__.columns)
+    list_columns: ClassVar = TEMPLATE.columns(
+        MessageTemplate.livemode, MessageTemplate.platform_event_times
+    )
 
     async def numbered_page(self, params: PageParams) -> NumberedPage[Any]:
         total = await self._execute(

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 from uuid import UUID
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from strawberry.scalars import JSON
 
 from app.kit.pagination import MAX_LIMIT
+from app.kit.shape import SAME, Rest, Shape, column
 from app.kit.validation import free_form_json
+from app.templates import models
 from app.templates.models import TemplateCategory
 
 MAX_COMPONENTS = 10
@@ -145,31 +150,59 @@ class TemplatePageQuery(BaseModel):
     page: int = Field(default=1, ge=1, le=MAX_PAGE)
 
 
-class TemplateResponse(BaseModel):
-    """The REST shape (MessageTemplateResponse, plus why it was refused or is waiting)."""
+@strawberry.type(description="A message template registered with the messaging platform.")
+class MessageTemplate:
+    """The public shape, declared once (app/kit/shape.py)."""
 
-    id: str
-    account_id: str
-    channel_id: str
-    business_account_id: str
-    platform_template_id: str | None
-    name: str
-    language: str
-    category: str
-    status: str
-    components: list[dict[str, Any]]
-    quality_score: str
-    rejected_reason: str | None
-    submission_error: str | None
-    platform_status: str | None = Field(
-        default=None, description="Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…)"
+    id: strawberry.ID = column(models.MessageTemplate.id, as_type=strawberry.ID)
+    account_id: str = column(
+        models.MessageTemplate.organization_id  # the seed's name for the organization
     )
-    previous_category: str | None = Field(
-        default=None, description="The category before Meta's last recategorization"
+    channel_id: str = column(models.MessageTemplate.channel_id)
+    business_account_id: str = column(models.MessageTemplate.business_account_id)
+    platform_template_id: str | None = column(
+        models.MessageTemplate.platform_template_id,
+        description="Assigned by the platform once submitted; null before",
     )
-    category_updated_at: str | None = None
-    created_at: str
-    updated_at: str
+    name: str = column(models.MessageTemplate.name)
+    language: str = column(models.MessageTemplate.language)
+    category: str = column(models.MessageTemplate.category)
+    status: str = column(models.MessageTemplate.status, description="PENDING, APPROVED or REJECTED")
+    components: JSON = column(
+        models.MessageTemplate.components, as_type=JSON, rest=Rest(annotation=list[dict[str, Any]])
+    )
+    quality_score: str = column(
+        models.MessageTemplate.quality_score, description="GREEN, YELLOW, RED or empty"
+    )
+    rejected_reason: str | None = column(models.MessageTemplate.rejected_reason)
+    submission_error: str | None = column(
+        models.MessageTemplate.submission_error,
+        description=("Why the platform could not be reached yet (submission is retried)"),
+    )
+    platform_status: str | None = column(
+        models.MessageTemplate.platform_status,
+        description=("Meta's own status word (APPROVED, PAUSED, FLAGGED, DISABLED…)"),
+        rest=Rest(description=SAME, default=None),
+    )
+    previous_category: str | None = column(
+        models.MessageTemplate.previous_category,
+        description="The category before Meta's last recategorization",
+        rest=Rest(description=SAME, default=None),
+    )
+    category_updated_at: datetime | None = column(
+        models.MessageTemplate.category_updated_at, rest=Rest(default=None)
+    )
+    created_at: datetime = column(models.MessageTemplate.created_at)
+    updated_at: datetime = column(models.MessageTemplate.updated_at)
+
+
+TEMPLATE = Shape(
+    MessageTemplate,
+    rest_name="TemplateResponse",
+    rest_doc="The REST shape (MessageTemplateResponse, plus why it was refused or is waiting).",
+)
+TemplateResponse = TEMPLATE.rest_model
+template_to_public = TEMPLATE.to_public
 
 
 class SyncResponse(BaseModel):
@@ -204,29 +237,6 @@ class LibraryTemplate(BaseModel):
 
 class LibraryResponse(BaseModel):
     data: list[LibraryTemplate]
-
-
-def template_to_public(template: Any) -> dict[str, Any]:
-    return {
-        "id": template.id,
-        "account_id": template.organization_id,
-        "channel_id": template.channel_id,
-        "business_account_id": template.business_account_id,
-        "platform_template_id": template.platform_template_id,
-        "name": template.name,
-        "language": template.language,
-        "category": template.category,
-        "status": template.status,
-        "components": template.components,
-        "quality_score": template.quality_score,
-        "rejected_reason": template.rejected_reason,
-        "submission_error": template.submission_error,
-        "platform_status": template.platform_status,
-        "previous_category": template.previous_category,
-        "category_updated_at": template.category_updated_at,
-        "created_at": template.created_at,
-        "updated_at": template.updated_at,
-    }
 
 
 def library_to_public(entry: dict[str, Any]) -> dict[str, Any]:

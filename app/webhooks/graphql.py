@@ -6,8 +6,7 @@ field of WebhookSubscription: a field would run one query per subscription of a 
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.types import Info
@@ -20,38 +19,16 @@ from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, Payload, list_field, node_field
 from app.kit.errors import InvalidInput, InvalidState, NotFound
 from app.webhooks import service
-from app.webhooks.schemas import WebhookCreate, WebhookUpdate
-
-
-@strawberry.type
-class WebhookSubscription:
-    id: strawberry.ID
-    organization_id: str
-    url: str
-    secret: str = strawberry.field(description="HMAC SHA-256 signing secret of deliveries")
-    events: list[str]
-    is_active: bool
-    disabled_reason: str | None = strawberry.field(
-        description="Why the service switched the subscription off; null when a user did"
-    )
-    created_at: datetime
-    updated_at: datetime
-
+from app.webhooks.schemas import (
+    ATTEMPT,
+    WEBHOOK,
+    WebhookCreate,
+    WebhookDeliveryAttempt,
+    WebhookSubscription,
+    WebhookUpdate,
+)
 
 WebhookSubscriptionConnection = Connection[WebhookSubscription]
-
-
-@strawberry.type(description="One attempt to deliver one event to a subscription.")
-class WebhookDeliveryAttempt:
-    id: strawberry.ID
-    event_id: str
-    event_type: str
-    status_code: int | None
-    success: bool
-    attempt: int
-    duration_ms: int
-    error: str | None
-    created_at: datetime
 
 
 WebhookDeliveryAttemptConnection = Connection[WebhookDeliveryAttempt]
@@ -71,12 +48,11 @@ class WebhookUpdateInput:
 
 
 def as_webhook(value: Any) -> WebhookSubscription:
-    # Rows and entities carry the same attributes as the type; no copy is needed.
-    return cast(WebhookSubscription, value)
+    return WEBHOOK.as_graphql(value)
 
 
 def as_attempt(value: Any) -> WebhookDeliveryAttempt:
-    return cast(WebhookDeliveryAttempt, value)
+    return ATTEMPT.as_graphql(value)
 
 
 WEBHOOKS = DomainMutations(

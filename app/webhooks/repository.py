@@ -9,22 +9,13 @@ from sqlalchemy import ColumnElement, bindparam, exists, true
 from app.events.models import Event
 from app.kit.repository import Filter, OrgScopedRepository
 from app.webhooks.models import WebhookDeliveryAttempt, WebhookSubscription
+from app.webhooks.schemas import ATTEMPT, WEBHOOK
 
 
 class WebhookSubscriptionRepository(OrgScopedRepository[WebhookSubscription]):
     model = WebhookSubscription
     resource = "Webhook"
-    list_columns: ClassVar = (
-        WebhookSubscription.id,
-        WebhookSubscription.organization_id,
-        WebhookSubscription.url,
-        WebhookSubscription.secret,
-        WebhookSubscription.events,
-        WebhookSubscription.is_active,
-        WebhookSubscription.disabled_reason,
-        WebhookSubscription.created_at,
-        WebhookSubscription.updated_at,
-    )
+    list_columns: ClassVar = WEBHOOK.columns()
 
 
 class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttempt]):
@@ -35,18 +26,7 @@ class WebhookDeliveryAttemptRepository(OrgScopedRepository[WebhookDeliveryAttemp
     moded = True
 
     resource = "Delivery attempt"
-    list_columns: ClassVar = (
-        WebhookDeliveryAttempt.id,
-        WebhookDeliveryAttempt.subscription_id,
-        WebhookDeliveryAttempt.event_id,
-        WebhookDeliveryAttempt.event_type,
-        WebhookDeliveryAttempt.status_code,
-        WebhookDeliveryAttempt.success,
-        WebhookDeliveryAttempt.attempt,
-        WebhookDeliveryAttempt.duration_ms,
-        WebhookDeliveryAttempt.error,
-        WebhookDeliveryAttempt.created_at,
-    )
+    list_columns: ClassVar = ATTEMPT.columns(WebhookDeliveryAttempt.subscription_id)
 
     def _live_row(self) -> ColumnElement[bool]:
         return exists().where(Event.id == WebhookDeliveryAttempt.event_id, Event.livemode == true())

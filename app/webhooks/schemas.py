@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
 from app.events.types import SUBSCRIBABLE_EVENTS
-from app.kit.serialize import public_shape
+from app.kit.shape import Rest, Shape, column
 from app.kit.validation import HTTP_URL_PATTERN, refuse_null, without_null
+from app.webhooks import models
 from app.webhooks.events import MAX_URL_LENGTH
 
 # Cap on the list a caller sends (before repeats are dropped): list inputs stop at 100 items.
@@ -57,43 +60,76 @@ class WebhookUpdate(BaseModel):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class WebhookSubscriptionResponse(BaseModel):
-    """The REST shape; documents the OpenAPI schema. Runtime uses `webhook_to_public`."""
+def _listed(events: list[str] | None) -> list[str]:
+    return list(events or [])
 
-    id: str
-    organization_id: str
-    url: str
-    secret: str
-    events: list[str]
-    is_active: bool
-    disabled_reason: str | None = Field(
-        description="Why the service switched the subscription off (e.g. the receiver answered "
-        "410 Gone); null while active or when a user switched it off"
+
+@strawberry.type
+class WebhookSubscription:
+    """The public shape, declared once (app/kit/shape.py)."""
+
+    id: strawberry.ID = column(models.WebhookSubscription.id, as_type=strawberry.ID)
+    organization_id: str = column(models.WebhookSubscription.organization_id)
+    url: str = column(models.WebhookSubscription.url)
+    secret: str = column(
+        models.WebhookSubscription.secret, description="HMAC SHA-256 signing secret of deliveries"
     )
-    created_at: str
-    updated_at: str
+    events: list[str] = column(models.WebhookSubscription.events, rest=Rest(convert=_listed))
+    is_active: bool = column(models.WebhookSubscription.is_active)
+    disabled_reason: str | None = column(
+        models.WebhookSubscription.disabled_reason,
+        description="Why the service switched the subscription off; null when a user did",
+        rest=Rest(
+            description=(
+                "Why the service switched the subscription off (e.g. the "
+                "receiver answered 410 Gone); null while active or when a user switched it off"
+            )
+        ),
+    )
+    created_at: datetime = column(models.WebhookSubscription.created_at)
+    updated_at: datetime = column(models.WebhookSubscription.updated_at)
+
+
+WEBHOOK = Shape(
+    WebhookSubscription,
+    rest_name="WebhookSubscriptionResponse",
+    rest_doc="The REST shape; documents the OpenAPI schema. Runtime uses `webhook_to_public`.",
+)
+WebhookSubscriptionResponse = WEBHOOK.rest_model
+webhook_to_public = WEBHOOK.to_public
 
 
 class WebhookListResponse(BaseModel):
     """`GET /webhooks`: the documented `webhooks` array, plus cursor fields for paging."""
 
-    webhooks: list[WebhookSubscriptionResponse]
+    # The derived model is a value to mypy (app/kit/shape.py); pydantic reads it as a class.
+    webhooks: list[WebhookSubscriptionResponse]  # type: ignore[valid-type]
     has_more: bool
     next_cursor: str | None
 
 
-class WebhookDeliveryAttemptResponse(BaseModel):
-    """One delivery attempt, as `GET /webhooks/{id}/deliveries` lists it."""
+@strawberry.type(description="One attempt to deliver one event to a subscription.")
+class WebhookDeliveryAttempt:
+    """The public shape, declared once (app/kit/shape.py)."""
 
-    id: str
-    event_id: str
-    event_type: str
-    status_code: int | None
-    success: bool
-    attempt: int
-    duration_ms: int
-    error: str | None
-    created_at: str
+    id: strawberry.ID = column(models.WebhookDeliveryAttempt.id, as_type=strawberry.ID)
+    event_id: str = column(models.WebhookDeliveryAttempt.event_id)
+    event_type: str = column(models.WebhookDeliveryAttempt.event_type)
+    status_code: int | None = column(models.WebhookDeliveryAttempt.status_code)
+    success: bool = column(models.WebhookDeliveryAttempt.success)
+    attempt: int = column(models.WebhookDeliveryAttempt.attempt)
+    duration_ms: int = column(models.WebhookDeliveryAttempt.duration_ms)
+    error: str | None = column(models.WebhookDeliveryAttempt.error)
+    created_at: datetime = column(models.WebhookDeliveryAttempt.created_at)
+
+
+ATTEMPT = Shape(
+    WebhookDeliveryAttempt,
+    rest_name="WebhookDeliveryAttemptResponse",
+    rest_doc="One delivery attempt, as `GET /webhooks/{id}/deliveries` lists it.",
+)
+WebhookDeliveryAttemptResponse = ATTEMPT.rest_model
+attempt_to_public = ATTEMPT.to_public
 
 
 class WebhookTestResponse(BaseModel):
@@ -102,12 +138,3 @@ class WebhookTestResponse(BaseModel):
     event_id: str
     delivery_id: str
     status: str
-
-
-# The REST shape of a subscription row or entity.
-webhook_to_public = public_shape(
-    WebhookSubscriptionResponse, events=lambda events: list(events or [])
-)
-
-
-attempt_to_public = public_shape(WebhookDeliveryAttemptResponse)

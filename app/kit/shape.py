@@ -1,0 +1,276 @@
+"""One declaration per resource shape: the GraphQL type, from which REST is derived.
+
+A resource's public shape is declared once, as its Strawberry type in the domain's
+`schemas.py`, each field naming the model column it shows (`column(Model.attr)`) or the
+resolver that computes it (`computed(...)`). mypy checks every declaration against the model:
+a renamed or retyped column is a type error where the shape names it. From the type,
+`Shape` derives everything else the surfaces need:
+
+- `columns()`: the repository's `list_columns` (a field shown under another name than its
+  column's is selected under the public name, so a row carries the shape's attributes);
+- `rest_model`: the REST response model that documents OpenAPI (`Rest(...)` says where REST
+  differs: a field it leaves out, its own annotation, description or default);
+- `to_public`: the REST/event serializer (a dict in the REST model's order);
+- `as_graphql`: a row or entity as the GraphQL type (rows of `columns()` are served as they
+  are, so the fast paths of app/graphql read them directly; an entity of a shape with renamed
+  fields is read as such a row).
+
+The GraphQL type of a domain may extend the shape (`class Contact(ContactShape)` in
+`graphql.py`, served by `served_as`) with resolver fields that need the GraphQL layer
+(loaders, other domains' types); those are GraphQL-only and REST never sees them. A column
+only REST shows is `rest_only`; a REST field order unlike GraphQL's is `rest_order`.
+docs/architecture.md ("One declaration per resource shape") tells the whole design.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, overload
+
+import strawberry
+from pydantic import BaseModel, Field, create_model
+from sqlalchemy.engine import Row
+from sqlalchemy.orm import QueryableAttribute
+
+from app.kit.serialize import Serializer, compile_serializer
+
+T = TypeVar("T")
+U = TypeVar("U")
+ShapeT = TypeVar("ShapeT")
+GraphQLT = TypeVar("GraphQLT")
+
+_KEY = "switchboard.shape"
+
+
+class _Same:
+    """The REST description is the GraphQL one."""
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+
+SAME: Any = _Same()
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+_REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True, slots=True)
+class Rest:
+    """How a field appears in REST, where it differs from its GraphQL declaration.
+
+    `include=False`: GraphQL only. `annotation`: the REST type (by default the GraphQL one,
+    with `ID` and `datetime` written as strings). `description`: REST's own (None: none).
+    `default`: the field may be absent from the document's `required`. `convert`: applied to
+    the value; `value`: computes it from the whole row (for computed fields).
+    """
+
+    include: bool = True
+    annotation: Any = None
+    description: Any = None
+    default: Any = _REQUIRED
+    convert: Callable[[Any], Any] | None = None
+    value: Callable[[Any], Any] | None = None
+    # Pydantic Field constraints that the document shows (ge, le, ...).
+    constraints: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    sources: tuple[Any, ...]  # the model columns the field reads
+    source: str | None  # the attribute a plain field reads (None: computed)
+    rest: Rest
+
+
+GRAPHQL_ONLY = Rest(include=False)
+
+
+@overload
+def column(
+    source: QueryableAttribute[T],
+    *,
+    description: str | None = None,
+    rest: Rest = Rest(),
+) -> T: ...
+
+
+@overload
+def column(
+    source: QueryableAttribute[T],
+    *,
+    as_type: Callable[[T], U],
+    description: str | None = None,
+    rest: Rest = Rest(),
+) -> U: ...
+
+
+def column(
+    source: QueryableAttribute[Any],
+    *,
+    as_type: Callable[[Any], Any] | None = None,
+    description: str | None = None,
+    rest: Rest = Rest(),
+) -> Any:
+    """A field showing the model column `source` (its type is checked against the annotation;
+    `as_type=strawberry.ID` or `JSON` where GraphQL shows the value as such a scalar)."""
+    spec = _Spec((source,), source.key, rest)
+    return strawberry.field(description=description, metadata={_KEY: spec})
+
+
+def computed(
+    resolver: Callable[..., T],
+    *,
+    sources: Sequence[QueryableAttribute[Any]] = (),
+    description: str | None = None,
+    rest: Rest = GRAPHQL_ONLY,
+) -> T:
+    """A field computed from the row by `resolver` (GraphQL) and `rest.value` (REST), reading
+    the columns `sources` (selected by `columns()`)."""
+    spec = _Spec(tuple(sources), None, rest)
+    return strawberry.field(resolver=resolver, description=description, metadata={_KEY: spec})
+
+
+def _rest_annotation(annotation: Any) -> Any:
+    """The GraphQL annotation as REST writes it: IDs and datetimes are strings."""
+    if annotation is strawberry.ID or annotation is dt.datetime:
+        return str
+    origin = typing.get_origin(annotation)
+    if origin in (types.UnionType, typing.Union):
+        args = tuple(_rest_annotation(arg) for arg in typing.get_args(annotation))
+        result = args[0]
+        for arg in args[1:]:
+            result = result | arg
+        return result
+    if origin is list:
+        return list[_rest_annotation(typing.get_args(annotation)[0])]  # type: ignore[misc]
+    return annotation
+
+
+class Shape(Generic[ShapeT]):
+    """What the surfaces derive from one shape declaration (see the module's docstring)."""
+
+    def __init__(
+        self,
+        graphql_type: type[ShapeT],
+        *,
+        rest_name: str,
+        rest_doc: str | None = None,
+        rest_order: Sequence[str] | None = None,
+        rest_only: Sequence[tuple[str, QueryableAttribute[Any], Rest]] = (),
+    ) -> None:
+        self.graphql_type = graphql_type
+        hints = typing.get_type_hints(graphql_type, include_extras=True)
+        self._specs: dict[str, _Spec] = {}
+        self._rest_only_columns: list[Any] = []
+        for field in dataclasses.fields(graphql_type):  # type: ignore[arg-type]
+            spec = field.metadata.get(_KEY)
+            if not isinstance(spec, _Spec):
+                raise ValueError(
+                    f"{graphql_type.__name__}.{field.name} is not declared with column() "
+                    "or computed()"
+                )
+            self._specs[field.name] = spec
+        rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
+        # REST-only fields: a column GraphQL does not show (its annotation given in Rest).
+        for name, source, options in rest_only:
+            if options.annotation is None:
+                raise ValueError(f"{graphql_type.__name__}: REST-only {name} needs an annotation")
+            rest.append((name, options, _Spec((source,), source.key, options)))
+            self._rest_only_columns.append(source)
+        if rest_order is not None:
+            by_name = {entry[0]: entry for entry in rest}
+            if sorted(by_name) != sorted(rest_order):
+                raise ValueError(f"rest_order of {graphql_type.__name__} names other fields")
+            rest = [by_name[name] for name in rest_order]
+        definitions: dict[str, Any] = {}
+        entries: list[tuple[str, str, Callable[[Any], Any] | None]] = []
+        graphql_fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
+        for name, options, spec in rest:
+            annotation = options.annotation
+            if annotation is None:
+                annotation = _rest_annotation(hints[name])
+            description = options.description
+            if description is SAME:
+                description = graphql_fields[name].description  # type: ignore[attr-defined]
+            field_args: dict[str, Any] = dict(options.constraints or {})
+            if description is not None:
+                field_args["description"] = description
+            if options.default is not _REQUIRED:
+                field_args["default"] = options.default
+            definitions[name] = (annotation, Field(**field_args) if field_args else ...)
+            if options.value is not None:
+                entries.append((name, "", options.value))
+            elif spec.source is None:
+                raise ValueError(
+                    f"{graphql_type.__name__}.{name}: a computed REST field needs value"
+                )
+            else:
+                entries.append((name, spec.source, options.convert))
+        self.rest_model: type[BaseModel] = create_model(
+            rest_name, __doc__=rest_doc, __module__=graphql_type.__module__, **definitions
+        )
+        self.to_public: Serializer = compile_serializer(rest_name, entries)
+        # Renamed fields: rows of columns() carry the public name too; entities only the
+        # model's (as_graphql reads them as such a row).
+        self._renamed = any(
+            spec.source is not None and spec.source != name for name, spec in self._specs.items()
+        )
+        self._attributes = tuple((label, source.key) for label, source in self._pairs())
+
+    def _pairs(self, extra: Sequence[Any] = ()) -> list[tuple[str, Any]]:
+        pairs: list[tuple[str, Any]] = []
+        seen: set[str] = set()
+
+        def add(label: str, source: Any) -> None:
+            if label not in seen:
+                seen.add(label)
+                pairs.append((label, source))
+
+        for name, spec in self._specs.items():
+            for source in spec.sources:
+                add(source.key, source)
+                if spec.source is not None and spec.source != name:
+                    add(name, source)
+        for source in (*self._rest_only_columns, *extra):
+            add(source.key, source)
+        return pairs
+
+    def columns(self, *extra: Any) -> tuple[Any, ...]:
+        """The columns a row of this shape is selected with (`list_columns`), then `extra`.
+        A renamed field's column is selected under both names: the serializer reads the
+        model's, GraphQL the public one."""
+        return tuple(
+            source if label == source.key else source.label(label)
+            for label, source in self._pairs(extra)
+        )
+
+    def as_graphql(self, value: Any) -> ShapeT:
+        """`value` (a row of `columns()` or the model's entity) served as the GraphQL type."""
+        if self._renamed and not isinstance(value, Row):
+            return typing.cast(
+                ShapeT,
+                types.SimpleNamespace(
+                    **{label: getattr(value, key) for label, key in self._attributes}
+                ),
+            )
+        # A row of columns() or an entity carries every attribute the type reads: mypy checked
+        # each column's type against the field's where the shape declares it.
+        return typing.cast(ShapeT, value)
+
+    def served_as(self, value: Any, graphql_type: type[GraphQLT]) -> GraphQLT:
+        """`as_graphql` for a GraphQL type that extends the shape with resolver fields of
+        the GraphQL layer (its fields beyond the shape's read nothing but `id`-like
+        attributes the shape declares)."""
+        if not issubclass(graphql_type, self.graphql_type):
+            raise TypeError(f"{graphql_type.__name__} does not extend {self.graphql_type.__name__}")
+        return typing.cast(GraphQLT, self.as_graphql(value))

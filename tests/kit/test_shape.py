@@ -1,0 +1,177 @@
+"""One shape declaration per resource (app/kit/shape.py): what REST and GraphQL derive."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any, Literal, cast
+
+import pytest
+import strawberry
+from sqlalchemy import String, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from app.kit.shape import GRAPHQL_ONLY, SAME, Rest, Shape, column, computed
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class Widget(_Base):
+    __tablename__ = "widgets"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    organization_id: Mapped[str] = mapped_column(String(36))
+    kind: Mapped[str] = mapped_column(String(8))
+    tags: Mapped[list[str] | None] = mapped_column(String(8))
+    first: Mapped[str] = mapped_column(String(8))
+    last: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column()
+    secret: Mapped[str] = mapped_column(String(8))
+
+
+def _full_name(root: strawberry.Parent[Any]) -> str:
+    return f"{root.first} {root.last}"
+
+
+@strawberry.type(description="A widget.")
+class WidgetType:
+    id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+    account_id: str = column(Widget.organization_id)
+    kind: str = column(
+        Widget.kind, description="a or b", rest=Rest(annotation=Literal["a", "b"], description=SAME)
+    )
+    tags: list[str] | None = column(Widget.tags, rest=Rest(convert=lambda tags: tags or []))
+    full_name: str = computed(
+        _full_name,
+        sources=(Widget.first, Widget.last),
+        rest=Rest(annotation=str, value=lambda row: f"{row.first} {row.last}"),
+    )
+    created_at: datetime = column(Widget.created_at, rest=Rest(default=None))
+    first: str = column(Widget.first, rest=GRAPHQL_ONLY)
+
+
+WIDGET = Shape(WidgetType, rest_name="WidgetResponse", rest_doc="A widget, for REST.")
+
+
+def test_the_rest_model_follows_the_declaration() -> None:
+    schema = WIDGET.rest_model.model_json_schema(mode="serialization")
+    assert WIDGET.rest_model.__name__ == "WidgetResponse"
+    assert schema["description"] == "A widget, for REST."
+    assert list(schema["properties"]) == [
+        "id",
+        "account_id",
+        "kind",
+        "tags",
+        "full_name",
+        "created_at",
+    ]
+    # IDs and datetimes are strings; a field with a REST default is not required.
+    assert schema["properties"]["id"]["type"] == "string"
+    assert schema["properties"]["created_at"]["type"] == "string"
+    assert "created_at" not in schema["required"]
+    assert schema["properties"]["kind"] == {
+        "description": "a or b",
+        "enum": ["a", "b"],
+        "title": "Kind",
+        "type": "string",
+    }
+
+
+def test_the_serializer_reads_columns_renames_and_computed_values() -> None:
+    now = datetime.now(UTC)
+    entity = Widget(
+        id="w1",
+        organization_id="o1",
+        kind="a",
+        tags=None,
+        first="Ada",
+        last="L",
+        created_at=now,
+        secret="never",
+    )
+    assert WIDGET.to_public(entity) == {
+        "id": "w1",
+        "account_id": "o1",
+        "kind": "a",
+        "tags": [],
+        "full_name": "Ada L",
+        "created_at": now,
+    }
+
+
+def test_columns_select_each_source_once_and_renamed_ones_under_both_names() -> None:
+    labels = [column.name for column in select(*WIDGET.columns()).selected_columns]
+    assert labels == [
+        "id",
+        "organization_id",
+        "account_id",
+        "kind",
+        "tags",
+        "first",
+        "last",
+        "created_at",
+    ]
+    with_extra = WIDGET.columns(Widget.secret, Widget.id)
+    assert len(with_extra) == len(labels) + 1
+
+
+def test_an_entity_of_a_shape_with_a_rename_is_read_as_a_row() -> None:
+    entity = Widget(
+        id="w1",
+        organization_id="o1",
+        kind="b",
+        tags=["x"],
+        first="A",
+        last="B",
+        created_at=datetime.now(UTC),
+        secret="never",
+    )
+    served = WIDGET.as_graphql(entity)
+    assert served.account_id == "o1"
+    assert not hasattr(served, "secret")
+
+
+def test_a_row_of_the_columns_is_served_as_it_is() -> None:
+    engine = create_engine("sqlite://")
+    _Base.metadata.create_all(engine)
+    with Session(engine) as session:
+        session.add(
+            Widget(
+                id="w1",
+                organization_id="o1",
+                kind="a",
+                tags=None,
+                first="A",
+                last="B",
+                created_at=datetime.now(UTC),
+                secret="never",
+            )
+        )
+        session.flush()
+        row = session.execute(select(*WIDGET.columns())).one()
+    assert WIDGET.as_graphql(row) is cast(Any, row)
+    assert (row.account_id, row.organization_id) == ("o1", "o1")
+    assert WIDGET.to_public(row)["account_id"] == "o1"
+
+
+def test_a_field_without_a_declaration_or_a_wrong_order_is_refused() -> None:
+    @strawberry.type
+    class Loose:
+        id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+        note: str
+
+    with pytest.raises(ValueError, match=r"Loose\.note is not declared"):
+        Shape(Loose, rest_name="LooseResponse")
+    with pytest.raises(ValueError, match="rest_order"):
+        Shape(WidgetType, rest_name="W", rest_order=("id",))
+
+
+def test_a_graphql_type_served_for_a_shape_must_extend_it() -> None:
+    @strawberry.type
+    class Other:
+        id: strawberry.ID
+
+    with pytest.raises(TypeError, match="does not extend"):
+        WIDGET.served_as(SimpleNamespace(), Other)
