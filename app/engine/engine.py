@@ -60,13 +60,8 @@ from app.engine.turn import (
     run_turn,
 )
 from app.engine.types import AgentProfile, Message, ToolOutcome, ToolSpec, TurnResult, Usage
-from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.schemas import LLM_PROVIDERS
-from app.provider_credentials.service import (
-    StoredCredential,
-    cached_credential,
-    credential_box,
-)
+from app.provider_credentials.service import StoredCredential, organization_credential
 from app.resources import Resources
 
 MAX_MODEL_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -176,15 +171,7 @@ class ConversationEngine:
             yield
 
     async def _credential(self, organization_id: str, provider: str) -> StoredCredential | None:
-        """The organization's credential, from the credentials cache (a read on a miss)."""
-        resources = self.resources
-        return await cached_credential(
-            partial(resources.session, writes=False),
-            credential_cache(resources.redis),
-            organization_id,
-            provider,
-            credential_box(resources.secret_key),
-        )
+        return await organization_credential(self.resources, organization_id, provider)
 
     async def _toolbox(
         self, agent: AgentProfile, mocks: Mapping[str, Any] | None, zone: ZoneInfo

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy.exc import IntegrityError
@@ -23,10 +24,14 @@ from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
 from app.kit.ids import new_id
+from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.models import ProviderCredential
 from app.provider_credentials.repository import ProviderCredentialRepository
 from app.provider_credentials.schemas import PROVIDERS, ProviderCredentialPut
 from app.webhooks.ssrf import resolve_public_addresses
+
+if TYPE_CHECKING:
+    from app.resources import Resources
 
 CREDENTIAL_PURPOSE = "provider-credential"
 
@@ -198,3 +203,17 @@ async def cached_credential(
         return None
     sealed, base_url, version = stored
     return _opened(organization_id, provider, sealed, base_url, version, box)
+
+
+async def organization_credential(
+    resources: Resources, organization_id: str, provider: str
+) -> StoredCredential | None:
+    """The credential a conversation uses (the engine's turns, a live call's speech): from the
+    process's credentials cache, read on a miss with a session that writes nothing."""
+    return await cached_credential(
+        partial(resources.session, writes=False),
+        credential_cache(resources.redis),
+        organization_id,
+        provider,
+        credential_box(resources.secret_key),
+    )

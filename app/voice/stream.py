@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,12 +33,7 @@ from app.engine.types import AgentProfile
 from app.integrations.telephony.signature import SIGNATURE_HEADER, is_valid_signature
 from app.integrations.telephony.twilio import stream_url
 from app.kit.errors import DomainError
-from app.provider_credentials.cache import credential_cache
-from app.provider_credentials.service import (
-    StoredCredential,
-    cached_credential,
-    credential_box,
-)
+from app.provider_credentials.service import StoredCredential, organization_credential
 from app.resources import Resources
 from app.voice.line import CallLine, CarrierLine
 from app.voice.record import finish_call, record_progress
@@ -108,13 +102,7 @@ async def _start_message(websocket: WebSocket, max_bytes: int) -> dict[str, Any]
 async def _credential(
     resources: Resources, organization_id: str, provider: str
 ) -> StoredCredential | None:
-    return await cached_credential(
-        partial(resources.session, writes=False),
-        credential_cache(resources.redis),
-        organization_id,
-        provider,
-        credential_box(resources.secret_key),
-    )
+    return await organization_credential(resources, organization_id, provider)
 
 
 async def media_stream(websocket: WebSocket) -> None:
