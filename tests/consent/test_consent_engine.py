@@ -5,11 +5,8 @@ launched next is dispatched by the worker to everyone but the contact who opted 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import orjson
-import pytest
 from sqlalchemy import select
 
 from app.campaigns.models import CampaignRecipient
@@ -17,27 +14,17 @@ from app.conversations.models import Message
 from app.integrations.whatsapp import payloads
 from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.campaigns.test_meta_limits import CHANNEL_NUMBER, HOOK
-from tests.conftest import ENGINE_BACKENDS, engine_backend
+from tests.engine.fixtures import backend_fixture, stack_fixture
 from tests.templates.conftest import WABA
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.webhooks.test_delivery_engine import Engine, eventually
 
 STOPPED = "+14155550310"
 KEPT = "+14155550311"
 REPLY = "You will get no more offers. Reply START to come back."
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "consent")
-
-
-@pytest.fixture
-async def engine(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    async with running_engine(url, tmp_path, redis_url=redis_url) as running:
-        yield running
+backend = backend_fixture("consent")
+engine = stack_fixture()
 
 
 async def test_stop_opts_out_confirms_and_the_next_campaign_skips_the_contact(

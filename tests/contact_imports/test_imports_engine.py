@@ -6,31 +6,19 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.contact_imports import runner
-from tests.conftest import ENGINE_BACKENDS, engine_backend
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.engine.fixtures import backend_fixture, stack_fixture
+from tests.webhooks.test_delivery_engine import Engine, eventually
 
 IMPORTS = "/api/v1/contacts/imports"
 
 
-@pytest.fixture(scope="module", params=ENGINE_BACKENDS)
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, str | None]]:
-    yield from engine_backend(request, tmp_path_factory, "imports")
-
-
-@pytest.fixture
-async def engine(backend: tuple[str, str | None], tmp_path: Path) -> AsyncIterator[Engine]:
-    url, redis_url = backend
-    async with running_engine(url, tmp_path, redis_url=redis_url) as running:
-        yield running
+backend = backend_fixture("imports")
+engine = stack_fixture()
 
 
 async def test_an_import_runs_on_the_worker(

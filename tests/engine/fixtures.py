@@ -59,3 +59,15 @@ def engine_fixture(**settings: Any) -> Callable[..., AsyncIterator[Engine]]:
         providers[0].reset()
 
     return engine
+
+
+def stack_fixture(**settings: Any) -> Callable[..., AsyncIterator[Engine]]:
+    """The module's `engine` fixture for tests that need no model: the stack on `backend`."""
+
+    @pytest.fixture
+    async def engine(backend: Backend, tmp_path: Path) -> AsyncIterator[Engine]:
+        url, redis_url = backend
+        async with running_engine(url, tmp_path, redis_url=redis_url, **settings) as running:
+            yield running
+
+    return engine
