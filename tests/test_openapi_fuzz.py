@@ -807,6 +807,8 @@ SEMANTIC_REFUSALS = re.compile(
             # still exists and defines analysis settings.
             r"The call's agent (no longer exists|defines no analysis_schema)"
             r"|The call has no transcript|The call is still in progress",
+            # Consent keywords: one text cannot be in both the opt-out and the opt-in list.
+            r"A keyword cannot both opt out and opt in",
         ]
     )
 )

@@ -56,6 +56,10 @@ Keyword = Annotated[
 ]
 Keywords = Annotated[list[Keyword], Field(max_length=MAX_KEYWORDS)]
 Reply = Annotated[str, Field(min_length=1, max_length=MAX_REPLY_LENGTH)]
+NOT_IN_BOTH = (
+    "Replaces the stored list. A keyword may not also be in the other list, as compared "
+    "(trimmed, case-folded); the stored other list counts when only one is sent (400)."
+)
 
 
 class ConsentSettingsUpdate(BaseModel):
@@ -65,8 +69,8 @@ class ConsentSettingsUpdate(BaseModel):
         extra="ignore", json_schema_extra=without_null("opt_out_keywords", "opt_in_keywords")
     )
 
-    opt_out_keywords: Keywords | None = None
-    opt_in_keywords: Keywords | None = None
+    opt_out_keywords: Keywords | None = Field(default=None, description=NOT_IN_BOTH)
+    opt_in_keywords: Keywords | None = Field(default=None, description=NOT_IN_BOTH)
     opt_out_reply: Reply | None = None
     opt_in_reply: Reply | None = None
 
