@@ -62,6 +62,25 @@ async def approved_live_template(
     return {"id": template_id}
 
 
+async def live_audience(
+    client: httpx.AsyncClient,
+    acme: Tenant,
+    tenants: TenantFactory,
+    graph: FakeGraph,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    phone_number_id: str,
+    phones: list[str],
+) -> tuple[Tenant, dict[str, Any], dict[str, Any]]:
+    """A live key, its live channel on the fake Graph API, an approved template, and one
+    contact per phone ("Person n"): (key, channel, template)."""
+    live = await tenants.key(acme, ["full_access"], livemode=True)
+    channel = await create_channel(client, live, phone_number_id=phone_number_id, platform=graph)
+    template = await approved_live_template(sessionmaker, acme, channel["id"])
+    for n, phone in enumerate(phones):
+        await create_contact(client, live, phone, f"Person {n}")
+    return live, channel, template
+
+
 async def test_live_campaign_sends_each_recipient_once_through_the_graph_api(
     client: httpx.AsyncClient,
     acme: Tenant,
@@ -70,14 +89,10 @@ async def test_live_campaign_sends_each_recipient_once_through_the_graph_api(
     jobs: Jobs,
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
-    live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(
-        client, live, phone_number_id="live-106540352242922", platform=graph
-    )
-    template = await approved_live_template(sessionmaker, acme, channel["id"])
     phones = ["+14155550100", "+14155550101", "+14155550102"]
-    for n, phone in enumerate(phones):
-        await create_contact(client, live, phone, f"Person {n}")
+    live, channel, template = await live_audience(
+        client, acme, tenants, graph, sessionmaker, "live-106540352242922", phones
+    )
     before = len(graph.messages)
     # The platform refuses the first send (an invalid number): that recipient fails.
     graph.fail_with("/messages", 400, 131009, "(#131009) Parameter value is not valid")
@@ -119,14 +134,10 @@ async def test_a_send_refused_with_131049_defers_the_recipient_like_the_status_d
     jobs: Jobs,
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
-    live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(
-        client, live, phone_number_id="live-106540352242923", platform=graph
-    )
-    template = await approved_live_template(sessionmaker, acme, channel["id"])
     phones = ["+14155550180", "+14155550181"]
-    for n, phone in enumerate(phones):
-        await create_contact(client, live, phone, f"Person {n}")
+    live, channel, template = await live_audience(
+        client, acme, tenants, graph, sessionmaker, "live-106540352242923", phones
+    )
     # Meta answers the send call itself with its per-user marketing limit.
     graph.fail_with(
         "/messages",
@@ -172,12 +183,9 @@ async def test_a_131049_send_beyond_the_retries_fails_with_metas_reason(
     jobs: Jobs,
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
-    live = await tenants.key(acme, ["full_access"], livemode=True)
-    channel = await create_channel(
-        client, live, phone_number_id="live-106540352242924", platform=graph
+    live, channel, template = await live_audience(
+        client, acme, tenants, graph, sessionmaker, "live-106540352242924", ["+14155550182"]
     )
-    template = await approved_live_template(sessionmaker, acme, channel["id"])
-    await create_contact(client, live, "+14155550182", "Person")
     created = await client.post(
         CAMPAIGNS, json=campaign_body(channel, template), headers=live.headers
     )
