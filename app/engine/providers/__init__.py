@@ -45,8 +45,18 @@ async def load(provider: str) -> ModuleType:
     return module
 
 
+_preloading = threading.Lock()
+_preload_started = False
+
+
 def preload() -> None:
-    """Import every adapter in a background thread (the engine's clients start it)."""
+    """Import every adapter in a background thread, once per process (the engine's clients
+    ask; a process may make several)."""
+    global _preload_started
+    with _preloading:
+        if _preload_started:
+            return
+        _preload_started = True
 
     def import_all() -> None:
         for provider in _ADAPTERS:
