@@ -16,9 +16,9 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.config import Settings, get_settings
+from app.core.jsonutil import dumps_str
 from app.db.engine import create_engine, create_sessionmaker
 from app.kit.errors import DomainError
-from app.kit.jsonutil import dumps_str
 
 T = TypeVar("T")
 
@@ -192,7 +192,7 @@ def _parse_datetime(value: str) -> datetime:
 
 def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
     from app.auth.service import create_api_key
-    from app.kit.clock import isoformat
+    from app.core.clock import isoformat
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         created = await create_api_key(
@@ -220,7 +220,7 @@ def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
     from app.auth.service import revoke_api_key
-    from app.kit.clock import isoformat
+    from app.core.clock import isoformat
 
     async def work(session: AsyncSession) -> dict[str, Any]:
         key = await revoke_api_key(session, None, args.key_id)

@@ -54,9 +54,9 @@ from app.campaigns.schemas import CampaignCreate  # noqa: E402
 from app.channels import service as channels  # noqa: E402
 from app.channels.models import Channel  # noqa: E402
 from app.config import Settings  # noqa: E402
+from app.core.ids import new_id  # noqa: E402
 from app.db.engine import create_engine, create_sessionmaker  # noqa: E402
 from app.kit import outbox  # noqa: E402
-from app.kit.ids import new_id  # noqa: E402
 from app.organizations.service import create_organization  # noqa: E402
 from app.templates.models import MessageTemplate  # noqa: E402
 from workers.broker import build_broker  # noqa: E402

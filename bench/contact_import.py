@@ -63,8 +63,8 @@ async def child(database_url: str, csv_path: str, storage: str) -> None:
     from app.contact_imports.models import ContactImport
     from app.contact_imports.service import import_store
     from app.contact_imports.tasks import run_import
+    from app.core.ids import new_id
     from app.db.engine import create_engine, create_sessionmaker
-    from app.kit.ids import new_id
     from app.kit.ratelimit import MemoryRateLimiter
     from app.organizations.service import create_organization
     from app.resources import Resources

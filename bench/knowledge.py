@@ -32,7 +32,7 @@ import numpy as np
 from knowledge_common import BenchApp, bench_app, fresh
 
 from app.access.subject import Subject
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.knowledge import service
 from app.knowledge.embeddings import Matrix, pack
 from app.knowledge.models import READY, KnowledgeDocument

@@ -34,9 +34,9 @@ from app.access.scopes import Scope
 from app.access.subject import PrincipalType, Subject
 from app.contacts import service
 from app.contacts.models import Contact
+from app.core.ids import new_id
 from app.db.engine import create_engine, create_sessionmaker
 from app.db.migrate import upgrade
-from app.kit.ids import new_id
 from app.kit.pagination import CursorParams
 from app.organizations.service import create_organization
 

@@ -26,6 +26,7 @@ from app.access.gate import (
 from app.access.scopes import Scope
 from app.access.subject import Subject
 from app.config import Settings
+from app.core.jsonutil import loads
 from app.idempotency import service as idempotency
 from app.kit.body import (
     JSON_MEDIA_TYPE,
@@ -48,7 +49,6 @@ from app.kit.http_errors import (
     internal_error_response,
     json_response,
 )
-from app.kit.jsonutil import loads
 from app.kit.multipart import UploadTooLarge, upload_body_limit
 from app.kit.validation import parse_model
 from app.resources import Resources

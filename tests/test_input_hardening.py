@@ -17,9 +17,9 @@ from starlette.responses import Response
 
 from app.access.scopes import Scope
 from app.contacts.models import Contact
+from app.core.jsonutil import dumps, dumps_str, loads
 from app.events.models import Event
 from app.kit.body import BodyTooLarge, read_body
-from app.kit.jsonutil import dumps, dumps_str, loads
 from app.main import create_app
 from app.resources import Resources
 from app.webhooks.models import WebhookSubscription

@@ -26,8 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.service import revoke_api_key
 from app.contacts.repository import ContactRepository
+from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
-from app.kit.clock import utcnow
 from app.kit.collector import YOUNG_GC_THRESHOLDS
 from app.kit.pagination import CursorParams
 from app.main import create_app

@@ -28,9 +28,9 @@ from app.channels import service as channels
 from app.channels.schemas import ChannelCreate
 from app.config import Settings
 from app.conversations.service import receive_message
+from app.core.clock import utcnow
 from app.events.models import Event
 from app.inbox.models import Ticket
-from app.kit.clock import utcnow
 from app.kit.domains import collect
 from app.kit.repository import OrgScopedRepository
 from app.tables import Base

@@ -27,10 +27,10 @@ from dramatiq.asyncio import get_event_loop_thread
 from dramatiq.middleware import Middleware
 
 from app.config import Settings
+from app.core.clock import utcnow
 from app.db.runner import DriverPool, SessionRunner, StatementRunner
 from app.jobs import JobBody, JobContext, Task
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.resources import Resources
 from workers import metrics
 

@@ -22,8 +22,8 @@ from app.access.jwt import decode_token
 from app.access.models import ApiKey
 from app.access.scopes import Scope
 from app.access.subject import PrincipalType, Subject
+from app.core.clock import utcnow
 from app.db.prepared import PreparedStatement
-from app.kit.clock import utcnow
 from app.kit.errors import AuthenticationFailed
 
 # last_used_at is written at most this often per key: a write per request would cost more

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import jwt
 
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 
 ALGORITHM = "HS256"
 ISSUER = "switchboard"

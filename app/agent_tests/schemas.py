@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from app.agents.config import ToolName
-from app.kit.jsonutil import dumps
+from app.core.jsonutil import dumps
 from app.kit.validation import NOT_BLANK_PATTERN
 
 RunStatus = Literal["queued", "running", "passed", "failed", "error"]

@@ -19,10 +19,10 @@ from app.agent_tests.schemas import QUEUED, AgentTestCreate
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.service import INVALID_ID_MESSAGE
+from app.core.ids import new_id, normalize_id
 from app.engine.limits import ConversationLimitReached, ConversationLimits
 from app.kit import outbox
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.ids import new_id, normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 RUN_ACTOR = "agent_tests.run"  # stored in outbox rows: never rename a pending one

@@ -17,11 +17,11 @@ from app.agent_tests.models import AgentTestRun
 from app.agent_tests.schemas import ERROR, FAILED, FINISHED, PASSED, RUNNING, evaluate
 from app.agent_tests.service import ENGINE_QUEUE, RUN_ACTOR
 from app.agents.models import Agent
+from app.core.clock import utcnow
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import AgentProfile, Message, Usage
 from app.jobs import JobContext, Task
-from app.kit.clock import utcnow
 
 logger = structlog.get_logger("switchboard.agent_tests")
 

@@ -9,7 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from app.kit.jsonutil import dumps
+from app.core.jsonutil import dumps
 
 MAX_SCHEMA_BYTES = 16 * 1024
 MAX_PROPERTIES = 50

@@ -25,8 +25,8 @@ from pydantic import (
 
 from app.agents.analysis_schema import MAX_CRITERIA_LENGTH, check_analysis_schema
 from app.agents.analysis_schema import MAX_PROPERTIES as MAX_ANALYSIS_PROPERTIES
+from app.core.jsonutil import dumps
 from app.kit.errors import InvalidInput
-from app.kit.jsonutil import dumps
 from app.kit.phone import to_e164
 from app.kit.validation import HTTP_URL_PATTERN, NOT_BLANK_CHAR, NOT_BLANK_PATTERN, JsonObject
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from sqlalchemy import select
 
 from app.agents.models import Agent
-from app.kit.ids import normalize_id
+from app.core.ids import normalize_id
 from app.kit.repository import OrgScopedRepository
 
 

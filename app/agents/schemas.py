@@ -183,7 +183,7 @@ def active_flag(status: str) -> str:
 
 
 def agent_to_public(agent: Any) -> dict[str, Any]:
-    """The create/update shape of an agent row or entity, for app.kit.jsonutil.dumps."""
+    """The create/update shape of an agent row or entity, for app.core.jsonutil.dumps."""
     return {
         "id": agent.id,
         "name": agent.name,

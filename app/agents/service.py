@@ -16,8 +16,8 @@ from app.agents.config import AgentConfig
 from app.agents.models import Agent
 from app.agents.repository import AgentRepository
 from app.agents.schemas import ACTIVE, AgentCreate, AgentUpdate
+from app.core.ids import normalize_id
 from app.kit.errors import InvalidInput
-from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, UTCDateTime
-from app.kit.clock import utcnow
 
 
 class AiReplyState(Base):

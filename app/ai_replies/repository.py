@@ -13,8 +13,8 @@ from app.agents.models import Agent
 from app.ai_replies.models import AiReplyState
 from app.channels.models import Channel
 from app.conversations.models import Message
+from app.core.clock import utcnow
 from app.inbox.models import Ticket
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 
 HISTORY_COLUMNS = (

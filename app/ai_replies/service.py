@@ -39,13 +39,13 @@ from app.conversations import service as conversations
 from app.conversations.models import Direction
 from app.conversations.models import Message as StoredMessage
 from app.conversations.schemas import MessageSend
+from app.core.clock import utcnow
 from app.engine.types import AgentProfile, Message, Role, TurnResult
 from app.events.service import emit_many
 from app.inbox import service as inbox
 from app.inbox.models import Ticket, TicketStatus
 from app.inbox.repository import TicketRepository
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import DomainError
 from app.resources import Resources
 

@@ -14,11 +14,11 @@ from datetime import datetime, timedelta
 from app.agent_tests.service import ENGINE_QUEUE
 from app.ai_replies import service
 from app.ai_replies.service import REPLY_ACTOR, Turn, Wait
+from app.core.clock import utcnow
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import TurnResult
 from app.jobs import JobContext, Task
-from app.kit.clock import utcnow
 
 # A conversation that finds every AI slot of its organization taken tries again this later.
 BUSY_RETRY = timedelta(seconds=5)

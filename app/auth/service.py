@@ -15,9 +15,9 @@ from app.access.models import ApiKey
 from app.access.scopes import parse_scopes
 from app.access.subject import Subject
 from app.auth.repository import ApiKeyRepository
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.organizations import repository as org_repository
 

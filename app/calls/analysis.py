@@ -17,9 +17,9 @@ from app.access.subject import Subject
 from app.agents.models import Agent
 from app.calls.models import CallLog
 from app.calls.repository import CallLogRepository
+from app.core.clock import utcnow
 from app.engine.analysis import AnalysisResult
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidState
 
 ANALYZE_ACTOR = "calls.analyze"

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from redis.asyncio import Redis
 
-from app.kit.jsonutil import dumps, loads
+from app.core.jsonutil import dumps, loads
 from app.kit.redis_clients import REDIS_FAILURES
 
 logger = structlog.get_logger("switchboard.voice")

@@ -30,6 +30,7 @@ from app.calls.schemas import (
     WebCallStart,
     call_log_to_public,
 )
+from app.core.jsonutil import dumps, loads
 from app.engine.limits import ConversationLimits
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
@@ -54,7 +55,6 @@ from app.kit.errors import (
     RequestValidationFailed,
 )
 from app.kit.event_stream import PendingRead
-from app.kit.jsonutil import dumps, loads
 from app.kit.validation import parse_model
 
 RECENT_CALLS_LOADER = "calls.recent_by_contact"

@@ -20,8 +20,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
-from app.kit.clock import utcnow
 
 # The `call_id` of a browser session (app/calls/web.py): it has no carrier call.
 BROWSER_CALL_ID_PREFIX = "web_"

@@ -22,10 +22,10 @@ from app.calls.models import AgentPhoneNumber
 from app.calls.repository import PhoneNumberRepository, assignment_for_number
 from app.calls.schemas import PhoneNumberAssign
 from app.config import Settings
+from app.core.ids import normalize_id
 from app.integrations.telephony.base import CarrierError
 from app.integrations.telephony.twilio import TwilioCarrier
 from app.kit.errors import Conflict, DomainError, InvalidInput, LiveModeForbidden, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 

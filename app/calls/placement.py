@@ -36,9 +36,9 @@ from app.calls.repository import call_log_for_carrier
 from app.calls.schemas import call_log_to_public
 from app.calls.telephony import CALL_COMPLETED, GATEWAY_ID_PREFIX, IN_PROGRESS
 from app.config import Settings
+from app.core.clock import utcnow
 from app.events.service import emit
 from app.integrations.telephony.base import ListedCall
-from app.kit.clock import utcnow
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.calls")

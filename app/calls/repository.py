@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.calls.models import BROWSER_CALL_ID_PREFIX, AgentPhoneNumber, CallLog
 from app.calls.schemas import PHONE_NUMBER
-from app.kit.ids import normalize_id
+from app.core.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
 

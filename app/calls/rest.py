@@ -19,8 +19,8 @@ from app.calls.schemas import (
     call_log_to_public,
     phone_number_to_public,
 )
+from app.core.clock import isoformat
 from app.engine.limits import ConversationLimits
-from app.kit.clock import isoformat
 from app.kit.errors import NotFound
 from app.kit.http_errors import ErrorStyle, error_response
 from app.kit.pagination import envelope_b, envelope_c

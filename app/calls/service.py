@@ -14,9 +14,9 @@ from app.calls.models import CallLog
 from app.calls.repository import CallLogRepository
 from app.calls.schemas import CallLogListQuery, CallLogRecord
 from app.contacts.repository import ContactRepository
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.phone import to_e164
 

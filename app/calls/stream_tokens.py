@@ -18,8 +18,8 @@ from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.calls.models import CallLog
-from app.kit.clock import utcnow
-from app.kit.ids import normalize_id
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 
 IN_PROGRESS = "in-progress"
 MAX_TOKEN_LENGTH = 160

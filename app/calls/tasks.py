@@ -19,6 +19,7 @@ from app.calls import analysis, conversation, placement, telephony
 from app.calls.models import CallLog
 from app.calls.repository import call_log_for_carrier
 from app.config import Settings
+from app.core.clock import utcnow
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.types import AgentProfile
 from app.integrations.telephony.base import CallPlacement, Carrier, CarrierError
@@ -26,7 +27,6 @@ from app.integrations.telephony.simulator import ANSWERED, SimulatedCarrier, sim
 from app.integrations.telephony.twilio import TwilioCarrier
 from app.jobs import JobContext, Task
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import NotFound
 
 logger = structlog.get_logger("switchboard.calls")

@@ -35,13 +35,13 @@ from app.calls.repository import (
 from app.calls.schemas import CallDispatch, call_log_to_public
 from app.calls.stream_tokens import new_stream_token
 from app.contacts.repository import ContactRepository
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 from app.engine.limits import ConversationLimitReached, ConversationLimits
 from app.events.service import emit
 from app.integrations.telephony.base import CARRIER_STATUS_TO_CALL_STATUS, END_STATUSES
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, NotFound, RateLimited
-from app.kit.ids import normalize_id
 from app.kit.phone import to_e164
 
 CALLS_QUEUE = "calls"

@@ -32,11 +32,11 @@ from app.calls.telephony import (
     has_room_for_live_call,
 )
 from app.config import Settings
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 from app.events.service import emit
 from app.integrations.telephony.twilio import stream_url
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.ids import normalize_id
 
 # Where browsers stream their microphone (websocket) and the page that does it (GET).
 BROWSER_STREAM_PATH = "/voice/web"

@@ -69,6 +69,7 @@ from app.campaigns.service import (
 from app.channels import service as channels
 from app.channels.repository import ChannelRepository
 from app.config import Settings
+from app.core.clock import utcnow
 from app.events.service import emit, emit_many
 from app.integrations.whatsapp.bulk import BulkMessageSender, NeverSent
 from app.integrations.whatsapp.errors import WhatsAppError
@@ -78,7 +79,6 @@ from app.integrations.whatsapp.types import TemplateMessage, WhatsAppPlatform
 from app.integrations.whatsapp.validator import _variables as template_variables
 from app.jobs import JobContext
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.send_governor import SendGovernor
 from app.resources import Resources
 from app.templates.repository import TemplateRepository

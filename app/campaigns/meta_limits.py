@@ -28,8 +28,8 @@ from app.campaigns import repository as ledger
 from app.campaigns.models import Campaign, CampaignRecipient, CampaignStatus, RecipientStatus
 from app.channels.ratings import RED, RatingChange, campaign_rate
 from app.config import Settings
+from app.core.clock import utcnow
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 

@@ -23,10 +23,10 @@ from app.campaigns import ledger_reads, service
 from app.campaigns.models import CampaignStatus, RecipientStatus
 from app.campaigns.repository import CampaignRepository
 from app.contacts.repository import ContactRepository
+from app.core.ids import normalize_id
 from app.kit.csvcells import csv_safe, csv_timestamp, encode_rows
 from app.kit.errors import InvalidInput
 from app.kit.event_stream import PendingRead
-from app.kit.ids import normalize_id
 from app.kit.pagination import MAX_LIMIT, CursorPage
 
 logger = structlog.get_logger("switchboard.campaigns")

@@ -35,9 +35,9 @@ from app.channels import service as channels
 from app.channels.models import Channel
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import MAX_TAGS, contact_to_public
+from app.core.clock import utcnow
 from app.events.service import emit, emit_many
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState, NotFound
 from app.kit.pagination import NumberedPage, PageParams
 from app.templates.models import MessageTemplate, TemplateStatus

@@ -14,8 +14,8 @@ from app.campaigns import repository as ledger
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import campaign_message_to_public, recipient_to_public
 from app.campaigns.service import MESSAGE_DELIVERED, MESSAGE_FAILED, OUTBOUND_FAILED
+from app.core.clock import utcnow
 from app.events.service import emit
-from app.kit.clock import utcnow
 
 _RANK = {
     RecipientStatus.SENT.value: 1,

@@ -31,11 +31,11 @@ from app.channels.models import Channel
 from app.channels.repository import ChannelRepository, holder_of
 from app.channels.schemas import ChannelCreate, ChannelUpdate
 from app.config import Settings
+from app.core.ids import new_id, normalize_id
 from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.kit.crypto import SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
-from app.kit.ids import new_id, normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 

@@ -24,8 +24,8 @@ from app.contacts.consent import record_marketing_consent
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import OptOutSource
+from app.core.clock import utcnow
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput
 from app.kit.phone import to_e164
 

@@ -19,9 +19,9 @@ import phonenumbers
 
 from app.contacts.schemas import MAX_CUSTOM_FIELDS_BYTES, MAX_TAG_LENGTH, MAX_TAGS
 from app.contacts.service import TAG_SEPARATOR
+from app.core.jsonutil import dumps
 from app.kit.csvcells import FORMULA_PREFIXES
 from app.kit.errors import InvalidInput
-from app.kit.jsonutil import dumps
 from app.kit.phone import to_e164
 from app.kit.validation import MAX_NAME_LENGTH, display_name
 

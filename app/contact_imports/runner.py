@@ -31,10 +31,10 @@ from app.contact_imports.parsing import (
 )
 from app.contacts.models import Contact
 from app.contacts.schemas import OptOutSource
+from app.core.clock import utcnow
+from app.core.ids import new_id
+from app.core.jsonutil import dumps_str
 from app.db import lists
-from app.kit.clock import utcnow
-from app.kit.ids import new_id
-from app.kit.jsonutil import dumps_str
 
 BATCH_ROWS = 5000
 UTF8_BOM = b"\xef\xbb\xbf"

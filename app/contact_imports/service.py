@@ -24,10 +24,10 @@ from app.contact_imports.models import ContactImport, ImportStatus
 from app.contact_imports.parsing import FileRefused, check_region, parse_header
 from app.contact_imports.repository import ContactImportRepository, error_batch
 from app.contact_imports.schemas import ImportOptions
+from app.core.ids import new_id
 from app.kit import outbox
 from app.kit.csvcells import csv_safe, encode_rows
 from app.kit.errors import InvalidInput
-from app.kit.ids import new_id
 from app.kit.multipart import receive_file
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.validation import display_name

@@ -13,9 +13,9 @@ from app.contact_imports import service
 from app.contact_imports.models import ContactImport, ImportStatus
 from app.contact_imports.parsing import FileRefused
 from app.contact_imports.runner import Batch, FileReader, read_batch, write_batch
+from app.core.clock import utcnow
 from app.jobs import JobContext, Task
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.knowledge.storage import ObjectMissing
 from app.resources import Resources
 

@@ -37,10 +37,10 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from app.contacts.models import Contact
 from app.contacts.schemas import CONTACT
+from app.core.clock import utcnow
 from app.db.base import UTCDateTime
 from app.db.counters import counted_total
 from app.db.prepared import constant
-from app.kit.clock import utcnow
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
 

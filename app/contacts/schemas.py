@@ -20,7 +20,7 @@ from pydantic import (
 from strawberry.scalars import JSON
 
 from app.contacts import models
-from app.kit.jsonutil import dumps
+from app.core.jsonutil import dumps
 from app.kit.phone import MAX_PHONE_LENGTH
 from app.kit.shape import SAME, Rest, Shape, column, computed
 from app.kit.validation import (

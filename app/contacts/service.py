@@ -14,10 +14,10 @@ from app.contacts.consent import set_marketing_opt_out
 from app.contacts.models import Contact
 from app.contacts.repository import ContactRepository
 from app.contacts.schemas import ContactCreate, ContactUpdate, OptOutSource, contact_to_public
+from app.core.clock import utcnow
+from app.core.jsonutil import dumps
 from app.events.service import emit
-from app.kit.clock import utcnow
 from app.kit.csvcells import csv_safe, csv_timestamp, encode_rows
-from app.kit.jsonutil import dumps
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 

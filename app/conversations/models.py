@@ -18,8 +18,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
-from app.kit.clock import utcnow
 
 
 class Direction(StrEnum):

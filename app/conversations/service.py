@@ -33,6 +33,8 @@ from app.contacts.schemas import ContactCreate
 from app.conversations.models import STATUS_RANK, Direction, Message, MessageStatus
 from app.conversations.repository import MessageRepository, message_by_platform_id
 from app.conversations.schemas import MessageSend, message_to_public
+from app.core.clock import utcnow
+from app.core.ids import normalize_id
 from app.events.service import emit
 from app.inbox import service as inbox
 from app.inbox.schemas import TicketCreate
@@ -40,9 +42,7 @@ from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.governed import SendBudget
 from app.integrations.whatsapp.types import TemplateMessage, is_user_id
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, InvalidState
-from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.phone import to_e164
 from app.kit.validation import MAX_NAME_LENGTH, display_name

@@ -38,9 +38,9 @@ from app.channels.repository import lock_channel
 from app.conversations import service
 from app.conversations.models import ParkedStatus
 from app.conversations.repository import known_message_ids
+from app.core.clock import utcnow
 from app.db import lists
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 
 logger = structlog.get_logger("switchboard.whatsapp.statuses")

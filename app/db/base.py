@@ -11,8 +11,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from app.kit.clock import utcnow
-from app.kit.ids import new_id
+from app.core.clock import utcnow
+from app.core.ids import new_id
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -36,7 +36,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime given; use app.kit.clock.utcnow()")
+            raise ValueError("naive datetime given; use app.core.clock.utcnow()")
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.pool import NullPool
 
-from app.kit.jsonutil import dumps_str, loads
+from app.core.jsonutil import dumps_str, loads
 
 
 def _prepare_sqlite_file(url: str) -> None:

@@ -22,8 +22,8 @@ import asyncpg
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.jsonutil import loads_text
 from app.db.prepared import READ_POOL, PreparedStatement
-from app.kit.jsonutil import loads_text
 
 
 class StatementRunner(Protocol):

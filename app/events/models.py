@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Boolean, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, UTCDateTime
-from app.kit.clock import utcnow
 
 
 class Event(Base):

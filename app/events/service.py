@@ -14,10 +14,10 @@ from typing import Any, Protocol, cast
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.clock import utcnow
+from app.core.jsonutil import dumps, loads
 from app.events.models import Event
 from app.kit import outbox
-from app.kit.clock import utcnow
-from app.kit.jsonutil import dumps, loads
 
 FAN_OUT_ACTOR = "events.fan_out"
 EVENTS_QUEUE = "events"

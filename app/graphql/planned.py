@@ -329,7 +329,7 @@ def _completer(
     if leaf is GraphQLString or leaf is GraphQLID:
         return _passing(str, general)
     if isinstance(leaf, GraphQLScalarType) and leaf.name == "DateTime":
-        # The schema's DateTime scalar serializes with app.kit.clock.isoformat.
+        # The schema's DateTime scalar serializes with app.core.clock.isoformat.
         return _datetime_completer(general)
     return general
 

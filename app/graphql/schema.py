@@ -28,10 +28,10 @@ from strawberry.schema.schema import validate_document
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from app.core.clock import isoformat
 from app.graphql.cost import CostLimits, cost_errors, root_field_calls, select_operation
 from app.graphql.execution import FastExecutionContext
 from app.graphql.planned import OperationPlan, compile_plan, plan_compatible
-from app.kit.clock import isoformat
 from app.kit.domains import collect
 
 MAX_DEPTH = 10

@@ -41,6 +41,7 @@ from app.access.gate import (
 )
 from app.access.subject import Subject
 from app.config import Settings
+from app.core.jsonutil import dumps
 from app.graphql.context import Context
 from app.graphql.ide import graphiql_html
 from app.graphql.planned import run_plan
@@ -55,7 +56,6 @@ from app.kit.body import (
 )
 from app.kit.errors import DomainError
 from app.kit.http_errors import ErrorStyle, error_response, internal_error_response
-from app.kit.jsonutil import dumps
 from app.resources import Resources
 
 _STATE_KEY = "sb.graphql"
@@ -200,7 +200,7 @@ class StrawberryView(GraphQL[Context, None]):
         )
 
     def encode_json(self, data: object) -> bytes:
-        return dumps(data)  # never fails on stored data (app/kit/jsonutil.py)
+        return dumps(data)  # never fails on stored data (app/core/jsonutil.py)
 
     def decode_json(self, data: str | bytes) -> object:
         # The gateway checked the body already; orjson never recurses in Python.

@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy import Integer, LargeBinary, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, UTCDateTime, id_column
-from app.kit.clock import utcnow
 
 
 class IdempotencyRecord(Base):

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.clock import utcnow
 from app.idempotency.models import IdempotencyRecord
-from app.kit.clock import utcnow
 from app.kit.repository import OrgScopedRepository
 
 

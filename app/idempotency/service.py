@@ -13,9 +13,9 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.clock import utcnow
 from app.idempotency.models import IdempotencyRecord
 from app.idempotency.repository import IdempotencyRepository
-from app.kit.clock import utcnow
 from app.kit.errors import IdempotencyMismatch, InvalidInput
 
 MAX_KEY_LENGTH = 255

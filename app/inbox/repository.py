@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 from sqlalchemy import ColumnElement, Select, bindparam, select
 
 from app.contacts.models import Contact
+from app.core.ids import normalize_id
 from app.db.prepared import constant
 from app.inbox.models import Ticket, TicketStatus
-from app.kit.ids import normalize_id
 from app.kit.repository import Filter, OrgScopedRepository
 
 TICKET_COLUMNS = (

@@ -25,7 +25,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from app.kit.jsonutil import loads
+from app.core.jsonutil import loads
 from app.kit.quota import KeyedQuota
 from app.kit.redis_clients import REDIS_FAILURES, OutageReport
 

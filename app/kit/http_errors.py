@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from app.core.jsonutil import dumps
 from app.kit.errors import (
     AuthenticationFailed,
     DomainError,
@@ -17,7 +18,6 @@ from app.kit.errors import (
     RateLimited,
     RequestValidationFailed,
 )
-from app.kit.jsonutil import dumps
 
 JSON_MEDIA_TYPE = "application/json"
 

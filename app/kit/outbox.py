@@ -46,9 +46,9 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from app.core.clock import utcnow
 from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 
 logger = structlog.get_logger("switchboard.outbox")

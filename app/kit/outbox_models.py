@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, UTCDateTime, id_column
-from app.kit.clock import utcnow
 
 
 class OutboxJob(Base):

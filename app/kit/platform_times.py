@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 
 
 def event_time(entry: dict[str, Any]) -> int:

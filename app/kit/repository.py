@@ -49,11 +49,11 @@ from sqlalchemy.engine import Result
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Executable
 
+from app.core.ids import normalize_id
 from app.db.base import UTCDateTime
 from app.db.counters import WHOLE, counted_total
 from app.db.prepared import PreparedStatement, constant, prepared
 from app.kit.errors import InvalidInput, LiveModeForbidden, NotFound
-from app.kit.ids import normalize_id
 from app.kit.pagination import CursorPage, CursorParams
 
 ModelT = TypeVar("ModelT")

@@ -3,7 +3,7 @@
 A response model lists the fields of the shape in order; most are the row's or entity's
 attribute of the same name, and `public_shape` makes the serializer from that list, so a
 field added to the model is served without a second list to keep in step. Values stay
-Python objects (datetimes included): app.kit.jsonutil.dumps writes them.
+Python objects (datetimes included): app.core.jsonutil.dumps writes them.
 """
 
 from __future__ import annotations

@@ -26,12 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
 from app.config import Settings
+from app.core.clock import utcnow
+from app.core.ids import new_id
 from app.events.service import emit
 from app.events.types import DOCUMENT_UPDATED
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.errors import InvalidInput, NotFound, RateLimited
-from app.kit.ids import new_id
 from app.kit.multipart import PartInspector, ReceivedFile, receive_file
 from app.knowledge.chunking import chunk_pages
 from app.knowledge.embeddings import EmbeddingFailed, pack

@@ -8,8 +8,8 @@ from prometheus_client import Counter
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.clock import utcnow
 from app.jobs import JobContext, Task
-from app.kit.clock import utcnow
 from app.knowledge import service
 from app.knowledge.fairness import ExtractionSlots
 from app.knowledge.runtime import knowledge_runtime

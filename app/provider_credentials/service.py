@@ -19,11 +19,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
+from app.core.clock import utcnow
+from app.core.ids import new_id
 from app.kit.cache import GenerationalCache, invalidate_after_commit
-from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed, SecretBox, secret_box
 from app.kit.errors import Conflict, DomainError, InvalidInput, NotFound
-from app.kit.ids import new_id
 from app.provider_credentials.cache import credential_cache
 from app.provider_credentials.models import ProviderCredential
 from app.provider_credentials.repository import ProviderCredentialRepository

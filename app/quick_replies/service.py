@@ -12,9 +12,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
+from app.core.jsonutil import dumps, loads
 from app.kit.cache import GenerationalCache, invalidate_after_commit
 from app.kit.errors import Conflict, InvalidInput
-from app.kit.jsonutil import dumps, loads
 from app.kit.pagination import CursorPage, CursorParams
 from app.quick_replies.models import QuickReply
 from app.quick_replies.repository import QuickReplyRepository

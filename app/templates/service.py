@@ -25,6 +25,7 @@ from app.channels import service as channels
 from app.channels.models import Channel
 from app.channels.service import PlatformFailure
 from app.config import Settings
+from app.core.clock import utcnow
 from app.events.service import emit
 from app.integrations.whatsapp.errors import InvalidParameter, InvalidToken, WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
@@ -40,7 +41,6 @@ from app.integrations.whatsapp.validator import (
     validate_template,
 )
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.crypto import DecryptionFailed
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.pagination import NumberedPage, PageParams

@@ -23,9 +23,9 @@ from app.calls.analysis import analyze_after_call
 from app.calls.repository import call_log_for_carrier, stale_streams
 from app.calls.schemas import call_log_to_public
 from app.calls.telephony import CALL_COMPLETED, CALLS_QUEUE, FETCH_DETAILS_ACTOR, IN_PROGRESS
+from app.core.clock import utcnow
 from app.events.service import emit
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.resources import Resources
 
 logger = structlog.get_logger("switchboard.voice")

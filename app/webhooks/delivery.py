@@ -23,15 +23,15 @@ from sqlalchemy import String, Table, any_, bindparam, exists, insert, null, sel
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.core.clock import utcnow
+from app.core.ids import new_id
+from app.core.jsonutil import dumps
 from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
 from app.events.models import Event
 from app.events.service import emit, event_body, new_event_id
 from app.events.types import WEBHOOK_DISABLED, WEBHOOK_TEST
 from app.kit import outbox
-from app.kit.clock import utcnow
-from app.kit.ids import new_id
-from app.kit.jsonutil import dumps
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription
 from app.webhooks.schemas import webhook_to_public
 from app.webhooks.sender import AttemptOutcome, WebhookSender

@@ -7,8 +7,8 @@ from datetime import datetime
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, TimestampMixin, UTCDateTime, id_column
-from app.kit.clock import utcnow
 
 
 class WebhookSubscription(TimestampMixin, Base):

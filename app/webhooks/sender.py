@@ -23,7 +23,7 @@ from email.utils import parsedate_to_datetime
 
 import aiohttp
 
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.kit.errors import InvalidInput
 from app.webhooks import ssrf
 

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.kit.errors import InvalidState, NotFound
 from app.kit.pagination import CursorPage, CursorParams
 from app.webhooks.delivery import queue_test_event

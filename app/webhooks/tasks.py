@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from prometheus_client import Counter, Histogram
 
 from app.config import Settings
+from app.core.clock import utcnow
+from app.core.jsonutil import dumps
 from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
 from app.jobs import JobContext, Task
-from app.kit.clock import utcnow
-from app.kit.jsonutil import dumps
 from app.webhooks import delivery
 from app.webhooks.sender import AttemptOutcome, EndpointGate, WebhookSender
 

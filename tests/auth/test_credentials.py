@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.access.jwt import TokenClaims, issue_token
 from app.access.models import ApiKey
 from app.auth.service import revoke_api_key
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from tests.conftest import TEST_SECRET, Tenant, TenantFactory
 
 CONTACTS = "/api/v1/contacts"

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.calls.schemas import CallLogRecord, call_log_to_public
 from app.calls.service import record_call_log
-from app.kit.jsonutil import dumps, loads
+from app.core.jsonutil import dumps, loads
 from tests.conftest import Tenant
 
 # A fixed origin keeps the newest-first order of the recorded calls explicit in each test.

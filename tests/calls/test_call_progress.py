@@ -15,7 +15,7 @@ import pytest
 from app.calls import service as calls_service
 from app.calls.schemas import CallLogRecord
 from app.calls.service import record_call_log
-from app.kit.jsonutil import dumps
+from app.core.jsonutil import dumps
 from tests.conftest import Tenant
 from tests.events.test_graphql_subscription import (  # noqa: F401 (fixtures)
     Harness,

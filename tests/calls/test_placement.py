@@ -20,10 +20,10 @@ from app.calls.placement import (
     end_unplaced_calls,
 )
 from app.calls.telephony import PLACE_ACTOR
+from app.core.clock import utcnow
 from app.events.models import Event
 from app.integrations.telephony.base import CallPlacement, CarrierError
 from app.integrations.telephony.twilio import TwilioCarrier
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.calls.fake_carrier import ACCOUNT_SID, AUTH_TOKEN, RunningCarrier
 from tests.calls.test_calls_engine import PUBLIC_URL, call_log, create_agent, dispatch, live_key

@@ -21,9 +21,9 @@ from app.campaigns.meta_limits import RETRY_ACTOR, retry_deferred
 from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
 from app.conversations.tasks import deliver_callback
+from app.core.clock import utcnow
 from app.events.models import Event
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 from app.templates.service import SUBMIT_ACTOR

@@ -30,7 +30,7 @@ from sqlalchemy import Select, String, cast, func, insert, literal, literal_colu
 from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
 from app.contacts.models import Contact
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import CAMPAIGNS, campaign_body
 from tests.campaigns.graph_server import PHONE_NUMBERS_PATH, SENDS_PATH

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.campaigns import dispatch
 from app.campaigns.models import CampaignRecipient
 from app.campaigns.service import DISPATCH_ACTOR
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import (
     CAMPAIGNS,

@@ -16,8 +16,8 @@ import redis
 from sqlalchemy import func, select
 
 from app.conversations.statuses import STATUS_RETRY_ACTOR, STATUS_RETRY_QUEUE, retry_job_id
+from app.core.clock import utcnow
 from app.integrations.whatsapp import payloads
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.campaigns.conftest import CAMPAIGNS, simulated_campaign_body
 from tests.conftest import Tenant

@@ -25,11 +25,11 @@ from app.campaigns.repository import Outcome
 from app.channels.models import Channel
 from app.config import Settings
 from app.contacts.models import Contact
+from app.core.clock import utcnow
+from app.core.ids import new_id
 from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.events.service import FAN_OUT_ACTOR
-from app.kit.clock import utcnow
-from app.kit.ids import new_id
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_organization
 from app.templates.models import MessageTemplate

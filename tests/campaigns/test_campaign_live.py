@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.campaigns.meta_limits import retry_job_id
 from app.config import Settings
-from app.kit.ids import new_id
+from app.core.ids import new_id
 from app.kit.outbox_models import OutboxJob
 from app.templates.models import MessageTemplate
 from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.campaigns import reports
 from app.contacts.models import Contact
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from app.main import create_app
 from tests.campaigns.conftest import (
     CAMPAIGNS,

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.kit.clock import utcnow
+from app.core.clock import utcnow
 from tests.campaigns.conftest import (
     CAMPAIGNS,
     Jobs,

@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.campaigns.meta_limits import retry_job_id
 from app.campaigns.models import CampaignRecipient
 from app.config import Settings
+from app.core.clock import utcnow
 from app.integrations.whatsapp import payloads
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 from tests.campaigns.conftest import (

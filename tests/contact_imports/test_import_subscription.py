@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from app.contact_imports.models import ContactImport
+from app.core.ids import new_id
 from app.kit.event_stream import SubscriptionQuota
-from app.kit.ids import new_id
 from tests.conftest import Tenant
 from tests.events.test_graphql_subscription import Harness, _bearer, committed_url, harness
 

@@ -14,8 +14,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.core.clock import utcnow
 from app.db.runner import SessionRunner, StatementRunner
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 from tests.conftest import Tenant, make_settings

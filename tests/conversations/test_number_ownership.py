@@ -18,9 +18,9 @@ from app.channels import service as channels
 from app.channels.models import Channel
 from app.conversations.models import Message, ParkedStatus
 from app.conversations.tasks import deliver_callback
+from app.core.ids import new_id
 from app.events.models import Event
 from app.integrations.whatsapp import payloads
-from app.kit.ids import new_id
 from app.resources import Resources
 from tests.conftest import Tenant, TenantFactory, graphql
 from tests.conversations.conftest import APP_SECRET

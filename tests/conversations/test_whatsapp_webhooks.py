@@ -20,10 +20,10 @@ from app.conversations.statuses import (
     STATUS_RETRY_QUEUE,
     retry_job_id,
 )
+from app.core.clock import utcnow
 from app.events.models import Event
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from tests.conftest import Tenant, TenantFactory
 from tests.conversations.conftest import APP_SECRET, PHONE_ID, VERIFY_TOKEN, JobWorker

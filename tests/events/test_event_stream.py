@@ -19,8 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from redis.asyncio import Redis
 
+from app.core.jsonutil import dumps
 from app.kit.event_stream import CHANNEL_PREFIX, RedisEventStream, StreamInterrupted
-from app.kit.jsonutil import dumps
 from tests.events.test_graphql_subscription import _redis_url
 from tests.workers.tcp_proxy import SilentableProxy, silentable_proxy
 

@@ -35,14 +35,14 @@ from starlette.applications import Starlette
 from app import resources as resources_module
 from app.auth.service import revoke_api_key
 from app.config import Settings
+from app.core.clock import utcnow
+from app.core.jsonutil import dumps
 from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.graphql import socket as graphql_socket
 from app.graphql import view as graphql_view
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.event_stream import EventStream, SubscriptionQuota
-from app.kit.jsonutil import dumps
 from app.kit.outbox_models import OutboxJob
 from app.main import create_app
 from app.organizations.models import User

@@ -17,12 +17,12 @@ import pytest
 from graphql import parse
 from strawberry.extensions import SchemaExtension
 
+from app.core.clock import isoformat
+from app.core.jsonutil import dumps
 from app.graphql import planned, view
 from app.graphql.permissions import HasScope
 from app.graphql.planned import compile_plan, extensions_allow_plans
 from app.graphql.schema import SwitchboardSchema, build_schema
-from app.kit.clock import isoformat
-from app.kit.jsonutil import dumps
 from tests.conftest import GRAPHQL, Tenant, TenantFactory, graphql
 
 FIELDS = "id organizationId phoneNumber name tags notes customFields createdAt updatedAt"

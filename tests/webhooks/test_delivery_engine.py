@@ -25,10 +25,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from standardwebhooks import Webhook
 
 from app.config import Settings
+from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.main import create_app
 from app.webhooks.delivery import DISABLE_AFTER_FAILING_FOR

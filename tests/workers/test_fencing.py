@@ -20,10 +20,10 @@ from pydantic import ValidationError
 from sqlalchemy import delete, select
 
 from app.config import JOB_LEASE_MARGIN_SECONDS
+from app.core.clock import utcnow
 from app.events.models import Event
 from app.jobs import JobContext
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.webhooks import delivery
 from app.webhooks.models import WebhookDelivery, WebhookDeliveryAttempt, WebhookSubscription

@@ -29,9 +29,9 @@ import redis
 from prometheus_client.multiprocess import MultiProcessCollector
 from sqlalchemy import delete, func, select
 
+from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
 from app.kit import outbox
-from app.kit.clock import utcnow
 from app.kit.outbox_models import OutboxJob
 from app.main import create_app
 from app.webhooks.delivery import DELIVER_ACTOR

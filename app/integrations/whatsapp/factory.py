@@ -9,13 +9,13 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
+from app.core.clock import utcnow
 from app.integrations.whatsapp.bulk import BulkGraphApiClient, BulkMessageSender
 from app.integrations.whatsapp.client import GraphApiClient
 from app.integrations.whatsapp.governed import GovernedPlatform, SendBudget
 from app.integrations.whatsapp.simulator import Simulator
 from app.integrations.whatsapp.types import WhatsAppPlatform
 from app.kit import outbox
-from app.kit.clock import utcnow
 
 # The job that hands a simulated callback to the inbound webhook handler.
 CALLBACK_ACTOR = "whatsapp.callback"

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.clock import utcnow
 from app.db.base import Base, JSONType, UTCDateTime
-from app.kit.clock import utcnow
 
 
 # The simulator's record of what the platform holds (test mode only; the domain never reads
