@@ -28,7 +28,6 @@ import contextlib
 from typing import Any
 
 import structlog
-from pipecat.audio.vad.silero import SileroVADAnalyzer
 from pipecat.audio.vad.vad_analyzer import VADParams
 from pipecat.frames.frames import ErrorFrame
 from pipecat.pipeline.pipeline import Pipeline
@@ -48,6 +47,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from app.config import Settings
 from app.voice.session import MAX_DURATION_GOODBYE, SILENCE_GOODBYE, AgentTurns, CallSession
+from app.voice.vad import SharedSessionSileroVAD
 
 logger = structlog.get_logger("switchboard.voice")
 
@@ -63,7 +63,7 @@ def _caller_turns(settings: Settings, sample_rate: int) -> LLMUserAggregator:
     return LLMUserAggregator(
         LLMContext(),
         params=LLMUserAggregatorParams(
-            vad_analyzer=SileroVADAnalyzer(sample_rate=sample_rate, params=VADParams()),
+            vad_analyzer=SharedSessionSileroVAD(sample_rate=sample_rate, params=VADParams()),
             user_turn_strategies=UserTurnStrategies(
                 stop=[SpeechTimeoutUserTurnStopStrategy(user_speech_timeout=END_OF_TURN_SECONDS)]
             ),
