@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from app.config import Settings, get_settings
 from app.health import healthz, readyz
+from app.kit.body import WEBSOCKET_MAX_MESSAGE_BYTES
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from app.voice.callbacks import ROUTES
@@ -77,5 +78,7 @@ def serve(app: str, *, host: str, port: int, log_level: str) -> None:
         log_level=log_level,
         access_log=False,
         proxy_headers=True,
+        # Websocket messages are read whole before anything looks at them: not past 1 MiB.
+        ws_max_size=WEBSOCKET_MAX_MESSAGE_BYTES,
     )
     DrainingServer(config).run()
