@@ -286,11 +286,12 @@ def voiced(ulaw: bytes) -> bool:
     return audioop.rms(audioop.ulaw2lin(ulaw, 2), 2) > 300
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float, digits: int = 1) -> float | None:
+    """The q-quantile, rounded; None when nothing was measured (JSON has no NaN)."""
     if not values:
-        return float("nan")
+        return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], digits)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -316,9 +317,10 @@ async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) 
     return {
         "calls": calls,
         "turns": len(added),
-        "added_p50_ms": round(percentile(added, 0.5), 1),
-        "added_p99_ms": round(percentile(added, 0.99), 1),
-        "jitter_p99_ms": round(percentile(jitter, 0.99), 2),
+        "turns_expected": calls * turns,
+        "added_p50_ms": percentile(added, 0.5),
+        "added_p99_ms": percentile(added, 0.99),
+        "jitter_p99_ms": percentile(jitter, 0.99, 2),
         "cpu_ms_per_call_second": round(cpu * 1000 / (calls * wall), 2),
     }
 
@@ -362,7 +364,8 @@ def main() -> None:
         for calls in levels:
             rows[calls] = asyncio.run(run_level(port, server.pid, calls, args.turns, speech))
             print(json.dumps(rows[calls]))
-        knee = next((n for n in levels if rows[n]["added_p99_ms"] > 100), None)
+        # The knee: the first level whose added p99 passes 100 ms, or where no turn came back.
+        knee = next((n for n in levels if (rows[n]["added_p99_ms"] or float("inf")) > 100), None)
         at = rows[args.calls]
         print(
             json.dumps(
