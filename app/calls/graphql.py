@@ -290,7 +290,7 @@ START_WEB_CALL_PAYLOAD = CALLS.payload_type(
 
 CALL_ANALYSIS = DomainMutations(
     "CallAnalysis",
-    scope=Scope.CALLS_READ,
+    scope=Scope.CALLS_DISPATCH,
     errors=(InvalidState, NotFound, LiveModeForbidden),
     node=CallLog,
     as_node=as_call_log,

@@ -168,7 +168,7 @@ OPERATIONS = (
         "POST",
         "/call-logs/{call_log_id}/analyze",
         analyze_call_log,
-        Scope.CALLS_READ,
+        Scope.CALLS_DISPATCH,  # it writes the call log and may spend the organization's LLM
         "Run the call's analysis again (its agent's analysis_schema and success_criteria);"
         " answers at once with `analysis.status` `pending`",
         _TAG,

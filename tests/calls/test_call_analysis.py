@@ -242,7 +242,7 @@ async def test_a_test_key_never_analyzes_a_live_call(
         "livemode_mismatch",
         "not_found",
     )
-    live = await tenants.key(acme, ["calls:read"], livemode=True)
+    live = await tenants.key(acme, ["calls:dispatch"], livemode=True)
     allowed = await client.post(f"{BASE}/{live_call['id']}/analyze", headers=live.headers)
     assert allowed.status_code == 202, allowed.text
     assert allowed.json()["analysis"]["status"] == "pending"
@@ -250,7 +250,7 @@ async def test_a_test_key_never_analyzes_a_live_call(
 
 @pytest.mark.parametrize(
     ("scopes", "allowed"),
-    [(["calls:read"], True), (["full_access"], True), (["calls:dispatch"], False)],
+    [(["calls:dispatch"], True), (["full_access"], True), (["calls:read"], False)],
 )
 async def test_scopes(
     client: httpx.AsyncClient,
