@@ -372,6 +372,23 @@ class ConversationEngine:
         latency = elapsed_ms(started)
         question = next((m.content for m in reversed(history) if m.role == "user"), "")
         events = list(outcome.events)
+        generated = (
+            AI_REPLY_GENERATED,
+            {
+                "question": question,
+                "reply": outcome.reply,
+                "source": outcome.source,
+                **outcome.detail,
+                "provider": model.provider,
+                "model": model_name,
+                "tool_calls": [record.name for record in outcome.records],
+                "usage": outcome.usage.public(),
+                "cost": cost,
+                "cost_known": model.provider == "offline"
+                or price_of(model.provider, model_name, settings.llm_prices) is not None,
+                "latency_ms": latency,
+            },
+        )
         if outcome.failure is not None:
             events.append(
                 (
@@ -383,29 +400,14 @@ class ConversationEngine:
                 )
             )
         elif outcome.action is not None and outcome.action.kind == "handoff":
+            # What the agent says while handing off is a reply it generated, sent like any.
+            if outcome.reply:
+                events.append(generated)
             events.append(
                 (AGENT_HANDOFF, {"reason": outcome.action.reason, "reply": outcome.reply})
             )
         else:
-            events.append(
-                (
-                    AI_REPLY_GENERATED,
-                    {
-                        "question": question,
-                        "reply": outcome.reply,
-                        "source": outcome.source,
-                        **outcome.detail,
-                        "provider": model.provider,
-                        "model": model_name,
-                        "tool_calls": [record.name for record in outcome.records],
-                        "usage": outcome.usage.public(),
-                        "cost": cost,
-                        "cost_known": model.provider == "offline"
-                        or price_of(model.provider, model_name, settings.llm_prices) is not None,
-                        "latency_ms": latency,
-                    },
-                )
-            )
+            events.append(generated)
         return TurnResult(
             reply=outcome.reply,
             action=outcome.action,

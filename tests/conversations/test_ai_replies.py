@@ -300,6 +300,9 @@ async def test_transfer_to_human_leaves_the_ticket_to_a_person(
         ticket_id,
     )
     assert handoff["message_id"] == said["id"]
+    # What the agent said while handing off is reported as the reply it generated.
+    [generated] = await chat.events("ai.reply.generated")
+    assert (generated["message_id"], generated["reply"]) == (said["id"], said["text"])
     ticket = await engine.client.get(
         f"/api/v1/inbox/tickets/{ticket_id}", headers=chat.tenant.headers
     )

@@ -6,6 +6,7 @@ invented. SQLite and PostgreSQL, through the worker."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ async def test_a_test_call_on_the_model(
     assert response.status_code == 200
     agent_id = await create_agent(engine, tenant)
     started, log, received = await play_call(
-        engine, tenant, agent_id, ["Hello there", "Can I speak to a person?"], 3
+        engine, tenant, agent_id, ["Hello there", "Can I speak to a person?"], 4
     )
     texts = [segment["text"] for segment in log["transcript"]]
     assert texts == [
@@ -108,6 +109,11 @@ async def test_a_test_call_on_the_model(
     )
     assert "sk-proj-call-0001" not in str(received[0].body)
     assert by_type["agent.handoff"]["reason"] == "the customer asked for a person"
+    # What the agent said while handing off is a generated reply too, before the handoff.
+    kinds = Counter(delivery.json["type"] for delivery in received)
+    assert kinds == {"ai.reply.generated": 2, "ai.tool.executed": 1, "agent.handoff": 1}
+    said = [d.json["data"]["reply"] for d in received if d.json["type"] == "ai.reply.generated"]
+    assert texts[-1] in said
 
 
 async def test_a_model_that_stays_down_hands_off(
