@@ -183,7 +183,9 @@ async def test_flushing_redis_mid_way_loses_no_delivery(
     log = tmp_path / "worker.log"
     flushed: list[set[str]] = []
     with running_receiver() as receiver:
-        receiver.default = Answer(200, delay=0.15)  # one thread: deliveries queue up in Redis
+        # One thread and slow answers: deliveries queue up in Redis, even when the contacts
+        # are written slowly (a loaded machine).
+        receiver.default = Answer(200, delay=0.5)
         paths = ("/a", "/b")
         for path in paths:
             await stack.subscribe(tenant, receiver.url + path, ["lead.created"])
@@ -195,6 +197,7 @@ async def test_flushing_redis_mid_way_loses_no_delivery(
             flushed.append(queued_jobs(flushable))
             flushable.flushdb()
             await wait_for(receiver, 3)  # the worker goes on after the flush
+        receiver.default = Answer(200, delay=0.15)
 
         # 2. No worker: the jobs of new writes are relayed to Redis, then flushed unseen.
         before = {row.id for row in await outbox_rows(stack)}
