@@ -9,10 +9,15 @@ responder (no model call), and a voice that returns a tone at once. The bench pr
 N simulated carrier streams at the same time: each waits for the welcome to end, then says a
 line (real speech, μ-law 8 kHz, paced at 20 ms) followed by silence, as a carrier streams.
 
-Per turn, added latency = (first agent audio frame received - the caller's last speech
-frame sent) - the VAD's stop time (`stop_secs`) - the end-of-turn silence the turn strategy
-waits for (`END_OF_TURN_SECONDS`): what remains is Switchboard's own work (VAD, turn
-handling, the engine, the voice service, the transport) plus the loopback. Jitter: the
+Per turn, added latency = first agent audio frame received - the moment the VAD decided the
+caller stopped (its `VADUserStoppedSpeakingFrame`, stamped in the server on the machine's
+monotonic clock, which the bench shares) - the end-of-turn silence the turn strategy waits
+for after it (`END_OF_TURN_SECONDS`): what remains is Switchboard's own work (turn handling,
+the engine, the voice service, the transport) plus the loopback. The nominal figure is also
+printed: (first agent frame - the caller's last voiced frame sent) - the VAD's nominal
+`stop_secs` - the end-of-turn silence; it also counts how much later than `stop_secs` the
+Silero model's confidence falls after the last word (`vad_stop_lag`), which is the model's
+behaviour, not Switchboard's work. Jitter: the
 deviation of the gap between consecutive agent media frames (20 ms each) from the typical
 gap, within utterances (pipecat's transport sends a frame every 10 ms, half a frame ahead,
 and the carrier plays them at 20 ms).
@@ -53,7 +58,7 @@ FRAME = 160  # 20 ms of μ-law
 # The server side
 
 
-def serve(port: int, database_url: str) -> None:
+def serve(port: int, database_url: str, vad_log: Path) -> None:
     import uvicorn
     from pipecat.frames.frames import (
         Frame,
@@ -86,10 +91,11 @@ def serve(port: int, database_url: str) -> None:
     quiet_pipecat()
 
     class InstantEars(STTService):  # type: ignore[misc]
-        """Hears LINE the moment VAD says the caller stopped."""
+        """Hears LINE the moment VAD says the caller stopped, and notes when that was."""
 
-        def __init__(self) -> None:
+        def __init__(self, call_sid: str) -> None:
             super().__init__(settings=STTSettings(model=None, language=None), ttfs_p99_latency=0.0)
+            self.call_sid = call_sid
 
         async def run_stt(self, audio: bytes) -> Any:
             yield None
@@ -97,6 +103,8 @@ def serve(port: int, database_url: str) -> None:
         async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
             await super().process_frame(frame, direction)
             if isinstance(frame, VADUserStoppedSpeakingFrame):
+                with vad_log.open("a") as log:
+                    log.write(f"{self.call_sid} {time.monotonic()}\n")
                 await self.push_frame(
                     TranscriptionFrame(LINE, "", time_now_iso8601(), finalized=True)
                 )
@@ -188,7 +196,7 @@ def serve(port: int, database_url: str) -> None:
         await run_agent_call(
             session,
             transport,
-            stt=InstantEars(),
+            stt=InstantEars(start["callSid"]),
             tts=InstantVoice(),
             welcome="Hi, this is Ava.",
             settings=settings,
@@ -211,10 +219,11 @@ def caller_audio() -> bytes:
     return audioop.lin2ulaw(converted, 2)
 
 
-async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str, list[float]]:
+async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str, Any]:
     from websockets.asyncio.client import connect
 
     latencies: list[float] = []
+    answers: list[tuple[float, float]] = []  # (caller's last voiced frame, first agent frame)
     gaps: list[float] = []
     received: list[float] = []
     async with connect(f"ws://127.0.0.1:{port}/voice") as ws:
@@ -270,6 +279,7 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
                 await play(silence)
             if len(received) > before:
                 latencies.append(received[before] - spoke_at)
+                answers.append((spoke_at, received[before]))
             mark = len(received)
             await quiet_until_agent_done(10)
             reply = received[mark - 1 :] if mark else received
@@ -277,7 +287,7 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    return {"latencies": latencies, "gaps": gaps}
+    return {"sid": sid, "latencies": latencies, "answers": answers, "gaps": gaps}
 
 
 def voiced(ulaw: bytes) -> bool:
@@ -299,7 +309,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) -> dict[str, Any]:
+def vad_stops(vad_log: Path) -> dict[str, list[float]]:
+    """When the server's VAD said each call's caller stopped, by call sid; then empties the
+    log for the next level."""
+    stops: dict[str, list[float]] = {}
+    lines = vad_log.read_text().splitlines() if vad_log.exists() else []
+    vad_log.write_text("")
+    for line in lines:
+        sid, at = line.split()
+        stops.setdefault(sid, []).append(float(at))
+    return stops
+
+
+async def run_level(
+    port: int, pid: int, calls: int, turns: int, speech: bytes, vad_log: Path
+) -> dict[str, Any]:
     from pipecat.audio.vad.vad_analyzer import VAD_STOP_SECS
 
     from app.voice.pipeline import END_OF_TURN_SECONDS
@@ -309,7 +333,16 @@ async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) 
     wall = time.monotonic() - wall_before
     cpu = cpu_seconds(pid) - cpu_before
     waits = VAD_STOP_SECS + END_OF_TURN_SECONDS
-    added = [(t - waits) * 1000 for r in results for t in r["latencies"]]
+    nominal = [(t - waits) * 1000 for r in results for t in r["latencies"]]
+    stops = vad_stops(vad_log)
+    added: list[float] = []
+    vad_lag: list[float] = []
+    for result in results:
+        for spoke_at, answered_at in result["answers"]:
+            stopped = [t for t in stops.get(result["sid"], []) if spoke_at < t < answered_at]
+            if stopped:
+                added.append((answered_at - stopped[-1] - END_OF_TURN_SECONDS) * 1000)
+                vad_lag.append((stopped[-1] - spoke_at - VAD_STOP_SECS) * 1000)
     # pipecat sends each 20 ms frame half a frame ahead (the carrier buffers): regularity is
     # measured against the typical gap, whatever it is.
     typical = statistics.median([g for r in results for g in r["gaps"]] or [0.02])
@@ -320,6 +353,9 @@ async def run_level(port: int, pid: int, calls: int, turns: int, speech: bytes) 
         "turns_expected": calls * turns,
         "added_p50_ms": percentile(added, 0.5),
         "added_p99_ms": percentile(added, 0.99),
+        "nominal_p50_ms": percentile(nominal, 0.5),
+        "nominal_p99_ms": percentile(nominal, 0.99),
+        "vad_stop_lag_p50_ms": percentile(vad_lag, 0.5),
         "jitter_p99_ms": percentile(jitter, 0.99, 2),
         "cpu_ms_per_call_second": round(cpu * 1000 / (calls * wall), 2),
     }
@@ -332,21 +368,27 @@ def main() -> None:
     parser.add_argument("--knee", default="1,5,10,20,30,40")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--vad-log", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.database_url)
+        serve(args.serve, args.database_url, args.vad_log)
         return
 
     from app.db.migrate import upgrade
 
     work = Path(tempfile.mkdtemp(prefix="sb-voice-bench-"))
+    vad_log = work / "vad-stops.log"
     database_url = f"sqlite+aiosqlite:///{work / 'bench.db'}"
     upgrade(database_url)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port), "--database-url", database_url],
+        [
+            sys.executable,
+            __file__,
+            *("--serve", str(port), "--database-url", database_url, "--vad-log", str(vad_log)),
+        ],
         cwd=REPO_DIR,
     )
     try:
@@ -358,11 +400,13 @@ def main() -> None:
                 raise SystemExit("the bench server did not start")
             time.sleep(0.1)
         speech = caller_audio()
-        asyncio.run(run_level(port, server.pid, 1, 1, speech))  # warm up
+        asyncio.run(run_level(port, server.pid, 1, 1, speech, vad_log))  # warm up
         levels = sorted({int(n) for n in args.knee.split(",")} | {args.calls})
         rows: dict[int, dict[str, Any]] = {}
         for calls in levels:
-            rows[calls] = asyncio.run(run_level(port, server.pid, calls, args.turns, speech))
+            rows[calls] = asyncio.run(
+                run_level(port, server.pid, calls, args.turns, speech, vad_log)
+            )
             print(json.dumps(rows[calls]))
         # The knee: the first level whose added p99 passes 100 ms, or where no turn came back.
         knee = next((n for n in levels if (rows[n]["added_p99_ms"] or float("inf")) > 100), None)
@@ -373,6 +417,8 @@ def main() -> None:
                     "calls": args.calls,
                     "added_latency_p50_ms": at["added_p50_ms"],
                     "added_latency_p99_ms": at["added_p99_ms"],
+                    "nominal_added_latency_p99_ms": at["nominal_p99_ms"],
+                    "vad_stop_lag_p50_ms": at["vad_stop_lag_p50_ms"],
                     "jitter_p99_ms": at["jitter_p99_ms"],
                     "cpu_ms_per_call_second": at["cpu_ms_per_call_second"],
                     "knee_calls": knee,
