@@ -184,7 +184,11 @@ async def test_a_dead_endpoint_does_not_hold_up_other_organizations(
         f" ({len(tried_since)} since B began);"
         f" messages in Redis: {len(queued)}"
     )
-    assert p99 < 2.0
+    # Behind the dead endpoint, B's events would wait whole attempts (2 s each, 50 of A's
+    # deliveries over 4 threads: tens of seconds). Most go at once and none waits two attempts;
+    # the margin is for a loaded machine, not for a hold-up.
+    assert p50 < attempt_timeout / 2
+    assert p99 < 2 * attempt_timeout
     assert len({request.headers["webhook-id"] for request in received}) == 100
     assert tried_since, "the dead endpoint was not tried any more"
     assert a_attempts
