@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from graphql import GraphQLError
@@ -15,6 +14,7 @@ from strawberry.types import Info
 from app.access.scopes import Scope
 from app.contact_imports import service
 from app.contact_imports.models import ImportStatus
+from app.contact_imports.schemas import CONTACT_IMPORT, ContactImport
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
 from app.graphql.pagination import Connection, connection
@@ -28,32 +28,11 @@ from app.kit.errors import DomainError, NotFound
 PROGRESS_POLL_SECONDS = 1.0
 
 
-@strawberry.type(description="A CSV of contacts being imported, and its progress.")
-class ContactImport:
-    id: strawberry.ID
-    organization_id: str
-    status: str = strawberry.field(description="queued, processing, completed or failed")
-    file_name: str
-    size_bytes: float = strawberry.field(description="The file's size in bytes")
-    on_duplicate: str = strawberry.field(description="update or skip")
-    default_region: str | None
-    rows_read: int
-    created_count: int
-    updated_count: int
-    skipped_count: int
-    failed_count: int
-    error: str | None = strawberry.field(description="Why the whole file was refused")
-    created_at: datetime
-    updated_at: datetime
-    finished_at: datetime | None
-
-
 ContactImportConnection = Connection[ContactImport]
 
 
 def as_contact_import(value: Any) -> ContactImport:
-    # Rows carry the same attributes as the type; no copy is needed.
-    return cast(ContactImport, value)
+    return CONTACT_IMPORT.as_graphql(value)
 
 
 FINISHED = (ImportStatus.COMPLETED.value, ImportStatus.FAILED.value)

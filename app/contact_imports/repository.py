@@ -7,33 +7,14 @@ from typing import Any, ClassVar
 from sqlalchemy import select
 
 from app.contact_imports.models import ContactImport, ContactImportError
+from app.contact_imports.schemas import CONTACT_IMPORT
 from app.kit.repository import OrgScopedRepository
 
 
 class ContactImportRepository(OrgScopedRepository[ContactImport]):
     model = ContactImport
     resource = "Import"
-    list_columns: ClassVar = tuple(
-        getattr(ContactImport, name)
-        for name in (
-            "id",
-            "organization_id",
-            "status",
-            "file_name",
-            "size_bytes",
-            "on_duplicate",
-            "default_region",
-            "rows_read",
-            "created_count",
-            "updated_count",
-            "skipped_count",
-            "failed_count",
-            "error",
-            "created_at",
-            "updated_at",
-            "finished_at",
-        )
-    )
+    list_columns: ClassVar = CONTACT_IMPORT.columns()
 
 
 async def error_batch(session: Any, import_id: str, after: int, limit: int) -> list[Any]:
