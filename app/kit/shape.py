@@ -10,7 +10,8 @@ a renamed or retyped column is a type error where the shape names it. From the t
   column's is selected under the public name, so a row carries the shape's attributes);
 - `rest_model`: the REST response model that documents OpenAPI (`Rest(...)` says where REST
   differs: a field it leaves out, its own annotation, description or default);
-- `to_public`: the REST/event serializer (a dict in the REST model's order);
+- `to_public`: the REST/event serializer (a dict in the REST model's order), and
+  `rest_columns()` the columns it reads;
 - `as_graphql`: a row or entity as the GraphQL type (rows of `columns()` are served as they
   are, so the fast paths of app/graphql read them directly; an entity of a shape with renamed
   fields is read as such a row).
@@ -215,6 +216,7 @@ class Shape(Generic[ShapeT]):
             rest = [by_name[name] for name in rest_order]
         definitions: dict[str, Any] = {}
         entries: list[tuple[str, str, Callable[[Any], Any] | None]] = []
+        rest_sources: dict[str, Any] = {}  # the columns the serializer reads, by key
         graphql_fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
         for name, options, spec in rest:
             annotation = options.annotation
@@ -229,6 +231,8 @@ class Shape(Generic[ShapeT]):
             if options.default is not _REQUIRED:
                 field_args["default"] = options.default
             definitions[name] = (annotation, Field(**field_args) if field_args else ...)
+            for source in spec.sources:
+                rest_sources.setdefault(source.key, source)
             if options.value is not None:
                 entries.append((name, "", options.value))
             elif spec.source is None:
@@ -241,6 +245,7 @@ class Shape(Generic[ShapeT]):
             rest_name, __doc__=rest_doc, __module__=graphql_type.__module__, **definitions
         )
         self.to_public: Serializer = compile_serializer(rest_name, entries)
+        self._rest_sources = tuple(rest_sources.values())
         # Renamed fields: rows of columns() carry the public name too; entities only the
         # model's (as_graphql reads them as such a row).
         self._renamed = any(
@@ -274,6 +279,12 @@ class Shape(Generic[ShapeT]):
             source if label == source.key else source.label(label)
             for label, source in self._pairs(extra)
         )
+
+    def rest_columns(self, *extra: Any) -> tuple[Any, ...]:
+        """The columns `to_public` reads, in the REST order, then `extra`: what a statement
+        whose rows only feed the serializer selects (an UPDATE … RETURNING for events)."""
+        seen = {source.key for source in self._rest_sources}
+        return (*self._rest_sources, *(source for source in extra if source.key not in seen))
 
     def as_graphql(self, value: Any) -> ShapeT:
         """`value` (a row of `columns()` or the model's entity) served as the GraphQL type."""

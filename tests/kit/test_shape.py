@@ -117,6 +117,16 @@ def test_columns_select_each_source_once_and_renamed_ones_under_both_names() -> 
     assert len(with_extra) == len(labels) + 1
 
 
+def test_rest_columns_are_what_the_serializer_reads_in_the_rest_order() -> None:
+    # GraphQL-only `first` is read by the computed full_name; no column is selected renamed.
+    keys = [column.key for column in WIDGET.rest_columns()]
+    assert keys == ["id", "organization_id", "kind", "tags", "first", "last", "created_at"]
+    with_extra = [column.key for column in WIDGET.rest_columns(Widget.secret, Widget.kind)]
+    assert with_extra == [*keys, "secret"]
+    row = SimpleNamespace(**{key: key for key in keys})
+    assert WIDGET.to_public(row)["account_id"] == "organization_id"
+
+
 def test_an_entity_of_a_shape_with_a_rename_is_read_as_a_row() -> None:
     entity = Widget(
         id="w1",
