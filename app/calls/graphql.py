@@ -21,10 +21,12 @@ from app.agents.graphql import Agent, as_agent
 from app.agents.repository import AgentRepository
 from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
+    CALL_LOG,
     DEFAULT_PAGE_SIZE,
     PHONE_NUMBER,
     CallDispatch,
     CallLogListQuery,
+    CallLogShape,
     PhoneNumber,
     PhoneNumberAssign,
     WebCallStart,
@@ -60,22 +62,6 @@ from app.kit.validation import parse_model
 RECENT_CALLS_LOADER = "calls.recent_by_contact"
 
 
-@strawberry.type(description="One turn of a call's transcript.")
-class TranscriptSegment:
-    speaker: str = strawberry.field(description="`agent` or `caller`")
-    text: str
-    timestamp: float = strawberry.field(description="Seconds from the start of the call")
-
-
-def _transcript(root: strawberry.Parent[Any]) -> list[TranscriptSegment]:
-    return [
-        TranscriptSegment(
-            speaker=segment["speaker"], text=segment["text"], timestamp=segment["timestamp"]
-        )
-        for segment in root.transcript or ()
-    ]
-
-
 AGENTS_LOADER = "calls.agents_by_id"
 
 
@@ -98,49 +84,12 @@ async def _agent(root: strawberry.Parent[Any], info: Info[Context, None]) -> Age
 
 
 @strawberry.type
-class CallLog:
-    id: strawberry.ID
-    organization_id: str
-    call_id: str = strawberry.field(description="Carrier or gateway session identifier")
-    agent_id: str | None
-    chat_phone_number_id: str | None
-    phone_number_id: str | None
-    contact_id: str | None
-    from_number: str
-    to_number: str
-    direction: str = strawberry.field(description="`inbound` or `outbound`")
-    status: str = strawberry.field(
-        description="`completed`, `in-progress`, `busy`, `failed` or `no-answer`"
-    )
-    duration_seconds: int
-    started_at: datetime
-    ended_at: datetime | None
-    recording_url: str | None
-    transcript: list[TranscriptSegment] = strawberry.field(resolver=_transcript)
+class CallLog(CallLogShape):
     agent: Agent | None = strawberry.field(
         resolver=_agent,
         extensions=requires(Scope.AGENTS_READ),
         description="The agent of the call; null once deleted (needs agents:read)",
     )
-    summary: str | None
-    cost: float = strawberry.field(description="USD")
-    input_tokens: int = strawberry.field(description="Model tokens read by the agent's replies")
-    output_tokens: int = strawberry.field(description="Model tokens written by its replies")
-    end_reason: str | None = strawberry.field(
-        description="Why a live call ended (caller_hung_up, agent_ended, transferred, "
-        "voicemail_left, silence_timeout, process_lost, …); null for other calls"
-    )
-    answered_by: str | None = strawberry.field(
-        description="The carrier's answering-machine verdict on an outbound live call"
-    )
-    analysis: JSON | None = strawberry.field(
-        description="The post-call analysis, as REST's `analysis`: {status, data, success, "
-        "criteria, reason, extractor, model, unfilled, error, requested_at, analyzed_at}; "
-        "null when the agent asks for none"
-    )
-    livemode: bool
-    created_at: datetime
-    updated_at: datetime
 
 
 @strawberry.type(description="A numbered page of call logs, as REST's envelope B.")
@@ -152,8 +101,7 @@ class CallLogPage:
 
 
 def as_call_log(value: Any) -> CallLog:
-    # Rows carry the same attributes as the type; no copy is needed.
-    return cast(CallLog, value)
+    return CALL_LOG.served_as(value, CallLog)
 
 
 def _invalid_argument(exc: RequestValidationFailed) -> GraphQLError:

@@ -21,7 +21,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.calls.models import BROWSER_CALL_ID_PREFIX, AgentPhoneNumber, CallLog
-from app.calls.schemas import PHONE_NUMBER
+from app.calls.schemas import CALL_LOG, PHONE_NUMBER
 from app.core.ids import normalize_id
 from app.kit.pagination import NumberedPage, PageParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
@@ -42,34 +42,7 @@ class CallLogRepository(OrgScopedRepository[CallLog]):
     resource = "Call log"
     counted = True
     moded = True
-    list_columns: ClassVar = (
-        CallLog.id,
-        CallLog.organization_id,
-        CallLog.call_id,
-        CallLog.agent_id,
-        CallLog.chat_phone_number_id,
-        CallLog.phone_number_id,
-        CallLog.contact_id,
-        CallLog.from_number,
-        CallLog.to_number,
-        CallLog.direction,
-        CallLog.status,
-        CallLog.duration_seconds,
-        CallLog.started_at,
-        CallLog.ended_at,
-        CallLog.recording_url,
-        CallLog.transcript,
-        CallLog.summary,
-        CallLog.cost,
-        CallLog.input_tokens,
-        CallLog.output_tokens,
-        CallLog.end_reason,
-        CallLog.answered_by,
-        CallLog.analysis,
-        CallLog.livemode,
-        CallLog.created_at,
-        CallLog.updated_at,
-    )
+    list_columns: ClassVar = CALL_LOG.columns()
 
     @staticmethod
     def filters(*, direction: str | None, status: str | None, search: str | None) -> list[Filter]:

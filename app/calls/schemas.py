@@ -1,4 +1,4 @@
-"""Call log inputs shared by REST and GraphQL, the record input, and the public (REST) shape."""
+"""Call log inputs shared by REST and GraphQL, the record input, and the public shapes."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pydantic import (
     Field,
     field_validator,
 )
+from strawberry.scalars import JSON
 
 from app.calls import models
 from app.kit.pagination import MAX_LIMIT
-from app.kit.serialize import public_shape
-from app.kit.shape import Shape, column
+from app.kit.shape import GRAPHQL_ONLY, Rest, Shape, column, computed, linked
 
 CallDirection = Literal["inbound", "outbound"]
 CallStatus = Literal["completed", "in-progress", "busy", "failed", "no-answer"]
@@ -121,52 +121,122 @@ class CallAnalysis(BaseModel):
     analyzed_at: str | None = Field(description="When the current result was written")
 
 
-class CallLogResponse(BaseModel):
-    """The REST shape; documents the OpenAPI schema. Runtime uses `call_log_to_public`."""
-
-    id: str
-    organization_id: str
-    call_id: str
-    agent_id: str | None
-    chat_phone_number_id: str | None
-    phone_number_id: str | None
-    contact_id: str | None
-    from_number: str
-    to_number: str
-    direction: CallDirection
-    status: CallStatus
-    duration_seconds: int
-    started_at: str
-    ended_at: str | None
-    recording_url: str | None
-    transcript: list[TranscriptSegment]
-    summary: str | None
-    cost: float
-    end_reason: str | None = Field(
-        description="Why a live call ended: caller_hung_up, agent_ended, transferred, "
-        "voicemail_left, voicemail_hangup, silence_timeout, max_duration, no_speech_to_text, "
-        "stt_rejected, stt_unavailable, tts_rejected, tts_unavailable, stream_error, "
-        "process_lost, draining_limit; placement_unconfirmed, placement_stalled (outbound "
-        "calls the carrier never confirmed, ended by the placement sweep); null while under "
-        "way and for other calls"
-    )
-    answered_by: str | None = Field(
-        description="The carrier's answering-machine verdict on an outbound live call: human, "
-        "machine_start, machine_end_beep, machine_end_silence, machine_end_other, fax, unknown"
-    )
-    analysis: CallAnalysis | None = Field(
-        description="The post-call analysis; null when the agent defines neither "
-        "analysis_schema nor success_criteria and none was asked for"
-    )
-    livemode: bool
-    created_at: str
-    updated_at: str
+@strawberry.type(name="TranscriptSegment", description="One turn of a call's transcript.")
+class TranscriptTurn:
+    speaker: str = strawberry.field(description="`agent` or `caller`")
+    text: str
+    timestamp: float = strawberry.field(description="Seconds from the start of the call")
 
 
-# The REST/event shape of a call log row or entity.
-call_log_to_public = public_shape(
-    CallLogResponse, transcript=lambda transcript: transcript or [], cost=float
+def _transcript(root: strawberry.Parent[Any]) -> list[TranscriptTurn]:
+    # `root` is the call log row or entity the field resolves on.
+    return [
+        TranscriptTurn(
+            speaker=segment["speaker"], text=segment["text"], timestamp=segment["timestamp"]
+        )
+        for segment in root.transcript or ()
+    ]
+
+
+def _transcript_of(call_log: Any) -> list[dict[str, Any]]:
+    return call_log.transcript or []
+
+
+@strawberry.type
+class CallLogShape:
+    """The public shape of a call log, declared once (app/kit/shape.py); the GraphQL type
+    `CallLog` (app/calls/graphql.py) resolves its agent."""
+
+    id: strawberry.ID = column(models.CallLog.id, as_type=strawberry.ID)
+    organization_id: str = column(models.CallLog.organization_id)
+    call_id: str = column(
+        models.CallLog.call_id, description="Carrier or gateway session identifier"
+    )
+    agent_id: str | None = column(models.CallLog.agent_id)
+    chat_phone_number_id: str | None = column(models.CallLog.chat_phone_number_id)
+    phone_number_id: str | None = column(models.CallLog.phone_number_id)
+    contact_id: str | None = column(models.CallLog.contact_id)
+    from_number: str = column(models.CallLog.from_number)
+    to_number: str = column(models.CallLog.to_number)
+    direction: str = column(
+        models.CallLog.direction,
+        description="`inbound` or `outbound`",
+        rest=Rest(annotation=CallDirection),
+    )
+    status: str = column(
+        models.CallLog.status,
+        description="`completed`, `in-progress`, `busy`, `failed` or `no-answer`",
+        rest=Rest(annotation=CallStatus),
+    )
+    duration_seconds: int = column(models.CallLog.duration_seconds)
+    started_at: datetime = column(models.CallLog.started_at)
+    ended_at: datetime | None = column(models.CallLog.ended_at)
+    recording_url: str | None = column(models.CallLog.recording_url)
+    transcript: list[TranscriptTurn] = computed(
+        _transcript,
+        sources=(models.CallLog.transcript,),
+        rest=Rest(annotation=list[TranscriptSegment], value=_transcript_of),
+    )
+    # Resolved by the GraphQL type (app/calls/graphql.py): it needs agents' loader and type.
+    agent: object = linked(sources=(models.CallLog.agent_id,))
+    summary: str | None = column(models.CallLog.summary)
+    cost: float = column(models.CallLog.cost, description="USD", rest=Rest(convert=float))
+    input_tokens: int = column(
+        models.CallLog.input_tokens,
+        description="Model tokens read by the agent's replies",
+        rest=GRAPHQL_ONLY,
+    )
+    output_tokens: int = column(
+        models.CallLog.output_tokens,
+        description="Model tokens written by its replies",
+        rest=GRAPHQL_ONLY,
+    )
+    end_reason: str | None = column(
+        models.CallLog.end_reason,
+        description="Why a live call ended (caller_hung_up, agent_ended, transferred, "
+        "voicemail_left, silence_timeout, process_lost, …); null for other calls",
+        rest=Rest(
+            description="Why a live call ended: caller_hung_up, agent_ended, transferred, "
+            "voicemail_left, voicemail_hangup, silence_timeout, max_duration, no_speech_to_text, "
+            "stt_rejected, stt_unavailable, tts_rejected, tts_unavailable, stream_error, "
+            "process_lost, draining_limit; placement_unconfirmed, placement_stalled (outbound "
+            "calls the carrier never confirmed, ended by the placement sweep); null while under "
+            "way and for other calls"
+        ),
+    )
+    answered_by: str | None = column(
+        models.CallLog.answered_by,
+        description="The carrier's answering-machine verdict on an outbound live call",
+        rest=Rest(
+            description="The carrier's answering-machine verdict on an outbound live call: "
+            "human, machine_start, machine_end_beep, machine_end_silence, machine_end_other, "
+            "fax, unknown"
+        ),
+    )
+    analysis: JSON | None = column(
+        models.CallLog.analysis,
+        as_type=JSON,
+        description="The post-call analysis, as REST's `analysis`: {status, data, success, "
+        "criteria, reason, extractor, model, unfilled, error, requested_at, analyzed_at}; "
+        "null when the agent asks for none",
+        rest=Rest(
+            annotation=CallAnalysis | None,
+            description="The post-call analysis; null when the agent defines neither "
+            "analysis_schema nor success_criteria and none was asked for",
+        ),
+    )
+    livemode: bool = column(models.CallLog.livemode)
+    created_at: datetime = column(models.CallLog.created_at)
+    updated_at: datetime = column(models.CallLog.updated_at)
+
+
+CALL_LOG = Shape(
+    CallLogShape,
+    rest_name="CallLogResponse",
+    rest_doc="The REST shape; documents the OpenAPI schema. Runtime uses `call_log_to_public`.",
 )
+CallLogResponse = CALL_LOG.rest_model
+call_log_to_public = CALL_LOG.to_public  # REST bodies and event payloads
 
 
 MAX_SCRIPT_LINES = 20

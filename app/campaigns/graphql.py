@@ -20,7 +20,11 @@ from app.access.subject import Subject
 from app.campaigns import costs, reports, service
 from app.campaigns.models import RecipientStatus
 from app.campaigns.schemas import (
+    CAMPAIGN,
+    RECIPIENT,
     CampaignCreate,
+    CampaignRecipientShape,
+    CampaignShape,
     CampaignUpdate,
     RecipientTagging,
     StatusFilter,
@@ -62,62 +66,17 @@ async def _contact(root: strawberry.Parent[Any], info: Info[Context, None]) -> C
 
 
 @strawberry.type(description="One contact of a launched campaign, as its ledger has it.")
-class CampaignRecipient:
-    id: strawberry.ID = strawberry.field(
-        description="The recipient's contact id (one recipient per contact and campaign), "
-        "also its cursor for `after`"
-    )
-    contact_id: str
+class CampaignRecipient(CampaignRecipientShape):
     contact: Contact | None = strawberry.field(
         resolver=_contact,
         extensions=requires(Scope.FULL_ACCESS),
         description="The contact as it is now; null once deleted (needs full_access, as "
         "contacts do). Batched per response.",
     )
-    phone_number: str = strawberry.field(description="As it was at launch")
-    name: str = strawberry.field(description="The contact's name as it was at launch")
-    status: str = strawberry.field(
-        description="pending, claimed (being sent), sent, delivered, read, failed or deferred "
-        "(waiting out Meta's per-user marketing limit)"
-    )
-    platform_message_id: str | None = strawberry.field(
-        description="WhatsApp's message id once the platform accepted the message"
-    )
-    error: str | None = strawberry.field(description="Why it failed")
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    pricing_category: str | None = strawberry.field(
-        description="Meta's pricing category of the message (marketing, utility, …)"
-    )
-    billable: bool | None = strawberry.field(description="Whether Meta bills the message")
-    deferrals: int = strawberry.field(
-        description="Times deferred for Meta's per-user marketing limit (131049)"
-    )
-    deferred_until: datetime | None = strawberry.field(
-        description="When a deferred recipient is tried again"
-    )
 
 
 def as_recipient(row: Any) -> CampaignRecipient:
-    return CampaignRecipient(
-        id=strawberry.ID(row.contact_id),
-        contact_id=row.contact_id,
-        phone_number=row.phone_number,
-        name=row.name,
-        status=row.status,
-        platform_message_id=row.platform_message_id,
-        error=row.error,
-        sent_at=row.sent_at,
-        delivered_at=row.delivered_at,
-        read_at=row.read_at,
-        failed_at=row.failed_at,
-        pricing_category=row.pricing_category,
-        billable=row.billable,
-        deferrals=row.deferrals,
-        deferred_until=row.deferred_until,
-    )
+    return RECIPIENT.served_as(row, CampaignRecipient)
 
 
 CampaignRecipientConnection = Connection[CampaignRecipient]
@@ -195,37 +154,7 @@ def recipients_loader(context: Context) -> DataLoader[RecipientsKey, CursorPage[
 
 
 @strawberry.type(description="An outbound template message sent to an audience of contacts.")
-class Campaign:
-    id: strawberry.ID
-    organization_id: str
-    name: str
-    chat_phone_number_id: str
-    message_template_id: str | None
-    audience_type: str = strawberry.field(description="all, tags or manual")
-    audience_tags: list[str] | None
-    audience_contact_ids: list[str] | None
-    template_parameters: JSON | None = strawberry.field(
-        description="Positional variable → literal text or a {{contact.…}} reference"
-    )
-    scheduled_at: datetime | None
-    status: str = strawberry.field(
-        description="draft, scheduled, sending, paused, completed or cancelled"
-    )
-    total_contacts_count: int
-    sent_count: int
-    delivered_count: int
-    read_count: int
-    failed_count: int
-    deferred_count: int = strawberry.field(
-        description="Recipients waiting out Meta's per-user marketing limit (not sent, not "
-        "failed): a campaign with any is not completed"
-    )
-    paused_reason: str | None = strawberry.field(
-        description="Why the campaign paused itself (its channel's rating fell to RED)"
-    )
-    created_at: datetime
-    updated_at: datetime
-
+class Campaign(CampaignShape):
     @strawberry.field(
         description="Estimated cost and cost so far, from the message rate card "
         "(SWITCHBOARD_MESSAGE_RATE_CARD)"
@@ -277,8 +206,7 @@ class Campaign:
 
 
 def as_campaign(row: Any) -> Campaign:
-    # Rows and entities carry the same attributes as the type; no copy is needed.
-    return cast(Campaign, row)
+    return CAMPAIGN.served_as(row, Campaign)
 
 
 @strawberry.type(description="A page of campaigns (page numbers, as REST's envelope A).")

@@ -17,25 +17,10 @@ from sqlalchemy import ColumnElement, Select, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.campaigns.models import CampaignRecipient
+from app.campaigns.schemas import RECIPIENT
 
-RECIPIENT_COLUMNS = (
-    CampaignRecipient.campaign_id,
-    CampaignRecipient.contact_id,
-    CampaignRecipient.phone_number,
-    CampaignRecipient.name,
-    CampaignRecipient.status,
-    CampaignRecipient.platform_message_id,
-    CampaignRecipient.error,
-    CampaignRecipient.claimed_at,
-    CampaignRecipient.sent_at,
-    CampaignRecipient.delivered_at,
-    CampaignRecipient.read_at,
-    CampaignRecipient.failed_at,
-    CampaignRecipient.pricing_category,
-    CampaignRecipient.billable,
-    CampaignRecipient.deferrals,
-    CampaignRecipient.deferred_until,
-)
+# The recipient shape's columns (its GraphQL type and the CSV export read them).
+RECIPIENT_COLUMNS = RECIPIENT.columns()
 
 
 def _matching(campaign_id: Any, statuses: Sequence[str] | None) -> list[ColumnElement[bool]]:

@@ -33,6 +33,7 @@ from app.campaigns.models import (
     CampaignStatus,
     RecipientStatus,
 )
+from app.campaigns.schemas import CAMPAIGN, RECIPIENT
 from app.contacts.models import Contact
 from app.db import lists
 from app.kit.pagination import NumberedPage, PageParams
@@ -56,7 +57,10 @@ class CampaignRepository(OrgScopedRepository[Campaign]):
     model = Campaign
     resource = "Campaign"
     moded = True
-    list_columns: ClassVar = tuple(Campaign.__table__.columns)
+    # The shape's columns, then the rest of the row (progress snapshots read its times).
+    list_columns: ClassVar = CAMPAIGN.columns(
+        Campaign.livemode, Campaign.started_at, Campaign.completed_at
+    )
 
     async def numbered_page(self, params: PageParams, *, status: str | None) -> NumberedPage[Any]:
         conditions: list[ColumnElement[bool]] = [self._org_bound()]
@@ -178,18 +182,7 @@ _CLAIMED_COLUMNS = (
     CampaignRecipient.name,
     CampaignRecipient.custom_fields,
 )
-_SETTLED_COLUMNS = (
-    CampaignRecipient.campaign_id,
-    CampaignRecipient.contact_id,
-    CampaignRecipient.phone_number,
-    CampaignRecipient.status,
-    CampaignRecipient.platform_message_id,
-    CampaignRecipient.error,
-    CampaignRecipient.sent_at,
-    CampaignRecipient.delivered_at,
-    CampaignRecipient.read_at,
-    CampaignRecipient.failed_at,
-)
+_SETTLED_COLUMNS = RECIPIENT.rest_columns()
 
 
 async def claim_pending(

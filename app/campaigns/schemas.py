@@ -1,4 +1,4 @@
-"""Campaign inputs shared by REST and GraphQL, and the public (REST) shape."""
+"""Campaign inputs shared by REST and GraphQL, and the public shapes."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from enum import StrEnum
 from typing import Annotated, Any
 from uuid import UUID
 
+import strawberry
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+from strawberry.scalars import JSON
 
+from app.campaigns import models
 from app.campaigns.models import AudienceType, RecipientStatus
 from app.contacts.schemas import Tag as ContactTag
 from app.kit.pagination import MAX_LIMIT
-from app.kit.serialize import public_shape
+from app.kit.shape import GRAPHQL_ONLY, SAME, Rest, Shape, column, linked
 
 MAX_AUDIENCE_TAGS = 50
 MAX_MANUAL_CONTACTS = 10_000
@@ -122,49 +125,137 @@ class CampaignPageQuery(BaseModel):
     page: int = Field(default=1, ge=1, le=MAX_PAGE)
 
 
-class CampaignResponse(BaseModel):
-    id: str
-    organization_id: str
-    name: str
-    chat_phone_number_id: str
-    message_template_id: str | None
-    audience_type: str
-    audience_tags: list[str] | None
-    audience_contact_ids: list[str] | None
-    template_parameters: dict[str, str] | None
-    scheduled_at: datetime | None
-    status: str
-    total_contacts_count: int
-    sent_count: int
-    delivered_count: int
-    read_count: int
-    failed_count: int
-    deferred_count: int = Field(
-        description="Recipients waiting out Meta's per-user marketing limit (131049)"
+@strawberry.type
+class CampaignShape:
+    """The public shape of a campaign, declared once (app/kit/shape.py); the GraphQL type
+    `Campaign` (app/campaigns/graphql.py) adds its cost, stats and recipients."""
+
+    id: strawberry.ID = column(models.Campaign.id, as_type=strawberry.ID)
+    organization_id: str = column(models.Campaign.organization_id)
+    name: str = column(models.Campaign.name)
+    chat_phone_number_id: str = column(models.Campaign.chat_phone_number_id)
+    message_template_id: str | None = column(models.Campaign.message_template_id)
+    audience_type: str = column(models.Campaign.audience_type, description="all, tags or manual")
+    audience_tags: list[str] | None = column(models.Campaign.audience_tags)
+    audience_contact_ids: list[str] | None = column(models.Campaign.audience_contact_ids)
+    template_parameters: JSON | None = column(
+        models.Campaign.template_parameters,
+        as_type=JSON,
+        description="Positional variable → literal text or a {{contact.…}} reference",
+        rest=Rest(annotation=dict[str, str] | None),
     )
-    paused_reason: str | None = Field(
-        description="Why the campaign paused itself (its channel's rating fell to RED)"
+    # REST documents the campaign's times as date-times (other shapes' as plain strings).
+    scheduled_at: datetime | None = column(
+        models.Campaign.scheduled_at, rest=Rest(annotation=datetime | None)
     )
-    created_at: datetime
-    updated_at: datetime
+    status: str = column(
+        models.Campaign.status,
+        description="draft, scheduled, sending, paused, completed or cancelled",
+    )
+    total_contacts_count: int = column(models.Campaign.total_contacts_count)
+    sent_count: int = column(models.Campaign.sent_count)
+    delivered_count: int = column(models.Campaign.delivered_count)
+    read_count: int = column(models.Campaign.read_count)
+    failed_count: int = column(models.Campaign.failed_count)
+    deferred_count: int = column(
+        models.Campaign.deferred_count,
+        description="Recipients waiting out Meta's per-user marketing limit (not sent, not "
+        "failed): a campaign with any is not completed",
+        rest=Rest(description="Recipients waiting out Meta's per-user marketing limit (131049)"),
+    )
+    paused_reason: str | None = column(
+        models.Campaign.paused_reason,
+        description="Why the campaign paused itself (its channel's rating fell to RED)",
+        rest=Rest(description=SAME),
+    )
+    created_at: datetime = column(models.Campaign.created_at, rest=Rest(annotation=datetime))
+    updated_at: datetime = column(models.Campaign.updated_at, rest=Rest(annotation=datetime))
 
 
-campaign_to_public = public_shape(CampaignResponse)
+CAMPAIGN = Shape(CampaignShape, rest_name="CampaignResponse")
+CampaignResponse = CAMPAIGN.rest_model
+campaign_to_public = CAMPAIGN.to_public  # REST bodies and event payloads
 
 
-def recipient_to_public(recipient: Any) -> dict[str, Any]:
-    return {
-        "campaign_id": recipient.campaign_id,
-        "contact_id": recipient.contact_id,
-        "phone_number": recipient.phone_number,
-        "status": recipient.status,
-        "platform_message_id": recipient.platform_message_id,
-        "error": recipient.error,
-        "sent_at": recipient.sent_at,
-        "delivered_at": recipient.delivered_at,
-        "read_at": recipient.read_at,
-        "failed_at": recipient.failed_at,
-    }
+@strawberry.type
+class CampaignRecipientShape:
+    """The public shape of a recipient (a ledger row), declared once (app/kit/shape.py): the
+    GraphQL type `CampaignRecipient` (app/campaigns/graphql.py) resolves its contact; the
+    recipient events carry the fields REST takes, with the campaign's id."""
+
+    id: strawberry.ID = column(
+        models.CampaignRecipient.contact_id,
+        as_type=strawberry.ID,
+        description="The recipient's contact id (one recipient per contact and campaign), "
+        "also its cursor for `after`",
+        rest=GRAPHQL_ONLY,
+    )
+    contact_id: str = column(models.CampaignRecipient.contact_id)
+    # Resolved by the GraphQL type (app/campaigns/graphql.py): contacts' loader and type.
+    contact: object = linked(sources=(models.CampaignRecipient.contact_id,))
+    phone_number: str = column(
+        models.CampaignRecipient.phone_number, description="As it was at launch"
+    )
+    name: str = column(
+        models.CampaignRecipient.name,
+        description="The contact's name as it was at launch",
+        rest=GRAPHQL_ONLY,
+    )
+    status: str = column(
+        models.CampaignRecipient.status,
+        description="pending, claimed (being sent), sent, delivered, read, failed or deferred "
+        "(waiting out Meta's per-user marketing limit)",
+    )
+    platform_message_id: str | None = column(
+        models.CampaignRecipient.platform_message_id,
+        description="WhatsApp's message id once the platform accepted the message",
+    )
+    error: str | None = column(models.CampaignRecipient.error, description="Why it failed")
+    sent_at: datetime | None = column(models.CampaignRecipient.sent_at)
+    delivered_at: datetime | None = column(models.CampaignRecipient.delivered_at)
+    read_at: datetime | None = column(models.CampaignRecipient.read_at)
+    failed_at: datetime | None = column(models.CampaignRecipient.failed_at)
+    pricing_category: str | None = column(
+        models.CampaignRecipient.pricing_category,
+        description="Meta's pricing category of the message (marketing, utility, …)",
+        rest=GRAPHQL_ONLY,
+    )
+    billable: bool | None = column(
+        models.CampaignRecipient.billable,
+        description="Whether Meta bills the message",
+        rest=GRAPHQL_ONLY,
+    )
+    deferrals: int = column(
+        models.CampaignRecipient.deferrals,
+        description="Times deferred for Meta's per-user marketing limit (131049)",
+        rest=GRAPHQL_ONLY,
+    )
+    deferred_until: datetime | None = column(
+        models.CampaignRecipient.deferred_until,
+        description="When a deferred recipient is tried again",
+        rest=GRAPHQL_ONLY,
+    )
+
+
+RECIPIENT = Shape(
+    CampaignRecipientShape,
+    rest_name="CampaignRecipientEvent",
+    rest_doc="A recipient as campaign.message.delivered and campaign.message.failed carry it.",
+    rest_only=(("campaign_id", models.CampaignRecipient.campaign_id, Rest(annotation=str)),),
+    rest_order=(
+        "campaign_id",
+        "contact_id",
+        "phone_number",
+        "status",
+        "platform_message_id",
+        "error",
+        "sent_at",
+        "delivered_at",
+        "read_at",
+        "failed_at",
+    ),
+)
+recipient_to_public = RECIPIENT.to_public  # the recipient events' data
 
 
 def campaign_message_to_public(recipient: Any, channel_id: str) -> dict[str, Any]:

@@ -10,15 +10,18 @@ a renamed or retyped column is a type error where the shape names it. From the t
   column's is selected under the public name, so a row carries the shape's attributes);
 - `rest_model`: the REST response model that documents OpenAPI (`Rest(...)` says where REST
   differs: a field it leaves out, its own annotation, description or default);
-- `to_public`: the REST/event serializer (a dict in the REST model's order);
+- `to_public`: the REST/event serializer (a dict in the REST model's order), and
+  `rest_columns()` the columns it reads;
 - `as_graphql`: a row or entity as the GraphQL type (rows of `columns()` are served as they
   are, so the fast paths of app/graphql read them directly; an entity of a shape with renamed
   fields is read as such a row).
 
 The GraphQL type of a domain may extend the shape (`class Contact(ContactShape)` in
 `graphql.py`, served by `served_as`) with resolver fields that need the GraphQL layer
-(loaders, other domains' types); those are GraphQL-only and REST never sees them. A column
-only REST shows is `rest_only`; a REST field order unlike GraphQL's is `rest_order`.
+(loaders, other domains' types); those are GraphQL-only and REST never sees them. One shown
+among the shape's fields rather than after them has its place held in the shape by
+`linked(...)`, and the subclass declares it again (a redeclared field keeps its place). A
+column only REST shows is `rest_only`; a REST field order unlike GraphQL's is `rest_order`.
 docs/architecture.md ("One declaration per resource shape") tells the whole design.
 """
 
@@ -45,6 +48,7 @@ ShapeT = TypeVar("ShapeT")
 GraphQLT = TypeVar("GraphQLT")
 
 _KEY = "switchboard.shape"
+_LINK = "switchboard.shape.link"
 
 
 class _Same:
@@ -140,6 +144,16 @@ def computed(
     return strawberry.field(resolver=resolver, description=description, metadata={_KEY: spec})
 
 
+def linked(*, sources: Sequence[QueryableAttribute[Any]] = ()) -> Any:
+    """The place of a GraphQL-only field that needs the GraphQL layer (another domain's type,
+    a loader) and shows among the shape's fields. The GraphQL type that extends the shape in
+    `graphql.py` declares the field again, with its type and resolver, and it keeps this
+    place (`served_as` refuses a type that does not); `sources` are the columns its resolver
+    reads (selected by `columns()`). Annotate it `object` in the shape."""
+    spec = _Spec(tuple(sources), None, GRAPHQL_ONLY)
+    return strawberry.field(metadata={_KEY: spec, _LINK: True})
+
+
 def _rest_annotation(annotation: Any) -> Any:
     """The GraphQL annotation as REST writes it: IDs and datetimes are strings."""
     if annotation is strawberry.ID or annotation is dt.datetime:
@@ -180,6 +194,14 @@ class Shape(Generic[ShapeT]):
                     "or computed()"
                 )
             self._specs[field.name] = spec
+        # Fields the GraphQL type extending the shape must declare again (`linked`).
+        self._links = tuple(
+            field.name
+            for field in dataclasses.fields(graphql_type)  # type: ignore[arg-type]
+            if field.metadata.get(_LINK)
+        )
+        # The GraphQL types `served_as` has checked against the shape.
+        self._extensions: set[type] = set()
         rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
         # REST-only fields: a column GraphQL does not show (its annotation given in Rest).
         for name, source, options in rest_only:
@@ -194,6 +216,7 @@ class Shape(Generic[ShapeT]):
             rest = [by_name[name] for name in rest_order]
         definitions: dict[str, Any] = {}
         entries: list[tuple[str, str, Callable[[Any], Any] | None]] = []
+        rest_sources: dict[str, Any] = {}  # the columns the serializer reads, by key
         graphql_fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
         for name, options, spec in rest:
             annotation = options.annotation
@@ -208,6 +231,8 @@ class Shape(Generic[ShapeT]):
             if options.default is not _REQUIRED:
                 field_args["default"] = options.default
             definitions[name] = (annotation, Field(**field_args) if field_args else ...)
+            for source in spec.sources:
+                rest_sources.setdefault(source.key, source)
             if options.value is not None:
                 entries.append((name, "", options.value))
             elif spec.source is None:
@@ -220,6 +245,7 @@ class Shape(Generic[ShapeT]):
             rest_name, __doc__=rest_doc, __module__=graphql_type.__module__, **definitions
         )
         self.to_public: Serializer = compile_serializer(rest_name, entries)
+        self._rest_sources = tuple(rest_sources.values())
         # Renamed fields: rows of columns() carry the public name too; entities only the
         # model's (as_graphql reads them as such a row).
         self._renamed = any(
@@ -254,6 +280,12 @@ class Shape(Generic[ShapeT]):
             for label, source in self._pairs(extra)
         )
 
+    def rest_columns(self, *extra: Any) -> tuple[Any, ...]:
+        """The columns `to_public` reads, in the REST order, then `extra`: what a statement
+        whose rows only feed the serializer selects (an UPDATE … RETURNING for events)."""
+        seen = {source.key for source in self._rest_sources}
+        return (*self._rest_sources, *(source for source in extra if source.key not in seen))
+
     def as_graphql(self, value: Any) -> ShapeT:
         """`value` (a row of `columns()` or the model's entity) served as the GraphQL type."""
         if self._renamed and not isinstance(value, Row):
@@ -271,6 +303,15 @@ class Shape(Generic[ShapeT]):
         """`as_graphql` for a GraphQL type that extends the shape with resolver fields of
         the GraphQL layer (its fields beyond the shape's read nothing but `id`-like
         attributes the shape declares)."""
+        if graphql_type not in self._extensions:
+            self._check_extension(graphql_type)
+            self._extensions.add(graphql_type)
+        return typing.cast(GraphQLT, self.as_graphql(value))
+
+    def _check_extension(self, graphql_type: type[Any]) -> None:
         if not issubclass(graphql_type, self.graphql_type):
             raise TypeError(f"{graphql_type.__name__} does not extend {self.graphql_type.__name__}")
-        return typing.cast(GraphQLT, self.as_graphql(value))
+        fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
+        unresolved = [name for name in self._links if fields[name].metadata.get(_LINK)]
+        if unresolved:
+            raise TypeError(f"{graphql_type.__name__} does not declare {', '.join(unresolved)}")

@@ -32,6 +32,19 @@ from tests.campaigns.conftest import (
 from tests.conftest import Tenant
 
 COUNTERS = ("total_contacts_count", "sent_count", "delivered_count", "read_count", "failed_count")
+# The data of campaign.message.failed and campaign.message.delivered (docs/api.md, Campaigns).
+RECIPIENT_EVENT_FIELDS = {
+    "campaign_id",
+    "contact_id",
+    "phone_number",
+    "status",
+    "platform_message_id",
+    "error",
+    "sent_at",
+    "delivered_at",
+    "read_at",
+    "failed_at",
+}
 
 
 async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitted(
@@ -72,6 +85,9 @@ async def test_counters_follow_the_simulator_magic_numbers_and_events_are_emitte
     assert completed[0].data["id"] == campaign["id"]
     failed = await jobs.events(acme.organization_id, "campaign.message.failed")
     assert {event.data["phone_number"] for event in failed} == {"+15005550001", "+15005550009"}
+    delivered = await jobs.events(acme.organization_id, "campaign.message.delivered")
+    assert all(set(event.data) == RECIPIENT_EVENT_FIELDS for event in [*failed, *delivered])
+    assert {event.data["campaign_id"] for event in [*failed, *delivered]} == {campaign["id"]}
     # A second copy of the dispatch job finds nothing to send: no recipient twice.
     assert await dispatch.dispatch_campaign(jobs.resources, campaign["id"]) is None
     assert [(await fetch_campaign(client, acme, campaign["id"]))[name] for name in COUNTERS] == [

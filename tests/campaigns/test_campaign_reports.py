@@ -61,7 +61,7 @@ SINGLE_STATUS = """
 query($id: ID!) { campaign(id: $id) { recipients(status: DELIVERED) { nodes { phoneNumber } } } }"""
 LIST = """
 query { campaigns { items { id stats { total } recipients(first: 3) { totalCount
-  nodes { contactId status } } } } }"""
+  nodes { id contactId status } } } } }"""
 CSV_HEADER = [
     "contact_id",
     "phone_number",
@@ -266,6 +266,7 @@ async def test_list_pages_of_several_campaigns_are_batched(
         nodes = item["recipients"]["nodes"]
         assert len(nodes) == min(3, item["recipients"]["totalCount"])
         assert [node["contactId"] for node in nodes] == sorted(node["contactId"] for node in nodes)
+        assert all(node["id"] == node["contactId"] for node in nodes)
     # The pages and counts of three campaigns cost what those of one did.
     assert statements == statements_for_one
 

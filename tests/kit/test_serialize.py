@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from app.calls.schemas import CallLogResponse, call_log_to_public
+from app.campaigns.schemas import CampaignResponse, campaign_to_public
 from app.channels.schemas import ChannelResponse, channel_to_public
 from app.contacts.schemas import ContactResponse, contact_to_public
 from app.inbox.schemas import TicketResponse, ticket_to_public
@@ -59,6 +60,7 @@ def _row(model: type[BaseModel], **values: Any) -> SimpleNamespace:
         # The opt-out is served from two columns (docs/api.md, "Consent").
         (ContactResponse, contact_to_public, CONTACT_OPT_OUT_COLUMNS),
         (CallLogResponse, call_log_to_public, {"cost": "1.5"}),
+        (CampaignResponse, campaign_to_public, {}),
         (ChannelResponse, channel_to_public, {}),
         (QuickReplyResponse, quick_reply_to_public, {}),
         (WebhookSubscriptionResponse, webhook_to_public, {"events": ("a", "b")}),

@@ -11,7 +11,7 @@ import strawberry
 from sqlalchemy import String, create_engine, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from app.kit.shape import GRAPHQL_ONLY, SAME, Rest, Shape, column, computed
+from app.kit.shape import GRAPHQL_ONLY, SAME, Rest, Shape, column, computed, linked
 
 
 class _Base(DeclarativeBase):
@@ -117,6 +117,16 @@ def test_columns_select_each_source_once_and_renamed_ones_under_both_names() -> 
     assert len(with_extra) == len(labels) + 1
 
 
+def test_rest_columns_are_what_the_serializer_reads_in_the_rest_order() -> None:
+    # GraphQL-only `first` is read by the computed full_name; no column is selected renamed.
+    keys = [column.key for column in WIDGET.rest_columns()]
+    assert keys == ["id", "organization_id", "kind", "tags", "first", "last", "created_at"]
+    with_extra = [column.key for column in WIDGET.rest_columns(Widget.secret, Widget.kind)]
+    assert with_extra == [*keys, "secret"]
+    row = SimpleNamespace(**{key: key for key in keys})
+    assert WIDGET.to_public(row)["account_id"] == "organization_id"
+
+
 def test_an_entity_of_a_shape_with_a_rename_is_read_as_a_row() -> None:
     entity = Widget(
         id="w1",
@@ -175,3 +185,60 @@ def test_a_graphql_type_served_for_a_shape_must_extend_it() -> None:
 
     with pytest.raises(TypeError, match="does not extend"):
         WIDGET.served_as(SimpleNamespace(), Other)
+
+
+@strawberry.type
+class Kind:
+    name: str
+
+
+@strawberry.type
+class LinkedShape:
+    id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+    kind_of: object = linked(sources=(Widget.kind,))
+    first: str = column(Widget.first)
+
+
+LINKED = Shape(LinkedShape, rest_name="LinkedResponse")
+
+
+def _kind_of(root: strawberry.Parent[Any]) -> Kind:
+    return Kind(name=root.kind)
+
+
+@strawberry.type(name="Linked")
+class Linked(LinkedShape):
+    kind_of: Kind = strawberry.field(resolver=_kind_of, description="The widget's kind")
+    last: str = "never read"
+
+
+def test_a_linked_field_keeps_its_place_and_its_columns_are_selected() -> None:
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def linked(self) -> Linked:
+            row = SimpleNamespace(id="w1", kind="a", first="Ada")
+            return LINKED.served_as(row, Linked)
+
+    schema = strawberry.Schema(Query)
+    printed = schema.as_str()
+    assert printed.index("kindOf") < printed.index("first") < printed.index("last")
+    result = schema.execute_sync("{ linked { id kindOf { name } first } }")
+    assert result.data == {"linked": {"id": "w1", "kindOf": {"name": "a"}, "first": "Ada"}}
+    labels = [column.name for column in select(*LINKED.columns()).selected_columns]
+    assert labels == ["id", "kind", "first"]
+    # GraphQL only: REST and its serializer leave it out.
+    assert list(LINKED.rest_model.model_fields) == ["id", "first"]
+    assert LINKED.to_public(SimpleNamespace(id="w1", kind="a", first="Ada")) == {
+        "id": "w1",
+        "first": "Ada",
+    }
+
+
+def test_a_graphql_type_that_leaves_a_linked_field_undeclared_is_refused() -> None:
+    @strawberry.type
+    class Unlinked(LinkedShape):
+        extra: str = "x"
+
+    with pytest.raises(TypeError, match="does not declare kind_of"):
+        LINKED.served_as(SimpleNamespace(), Unlinked)
