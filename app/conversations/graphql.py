@@ -1,4 +1,8 @@
-"""Conversation messages on GraphQL: a ticket's messages and replies."""
+"""Conversation messages on GraphQL: a ticket's messages and replies.
+
+A ticket's `messages` is declared here on the inbox's type (`TicketMessages`) and batched for
+every ticket of a response into one query (`recent_messages_loader`).
+"""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from app.conversations import service
 from app.conversations.schemas import MessageSend
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
+from app.graphql.links import extends
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload
+from app.inbox.graphql import Ticket
 from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
 
 
@@ -100,6 +106,15 @@ async def load_recent_messages(
             InvalidInput(f"limit must be between 1 and {MAX_RECENT_MESSAGES}", field="limit")
         )
     return await recent_messages_loader(context).load((ticket_id, limit))
+
+
+@extends(Ticket)
+class TicketMessages(Ticket):
+    @strawberry.field(description="The conversation's newest messages (all tickets: one query)")
+    async def messages(
+        self, info: Info[Context, None], limit: int = 20
+    ) -> list[ConversationMessage]:
+        return await load_recent_messages(info.context, self.id, limit)
 
 
 MESSAGES = DomainMutations(
