@@ -5,6 +5,9 @@ Every `import` of app/, rest_compat/ and workers/ counts, wherever it stands: at
 inside a function, or under `if TYPE_CHECKING:` (a type names its module as surely as a call).
 A unit is a top-level folder (app/<name>/, rest_compat/, workers/) or a top-level module of
 app/ (app/<name>.py); app/db/migrations, an entry point, is a unit of its own.
+
+There is no allow-list: a GraphQL type that links a dependent domain's type (a contact's recent
+calls) gets that field from the dependent domain (`@extends`, app/graphql/links.py).
 """
 
 from __future__ import annotations
@@ -41,19 +44,6 @@ SHARED = frozenset(
 # Above everything: the processes' entry points.
 # (Alembic's environment is one: it loads every table to compare them with the migrations.)
 ROOTS = frozenset({"app/main.py", "app/cli.py", "app/__init__.py", "app/db/migrations"})
-
-# Older arrows and loops between folders that this rule found and that nothing untangles
-# yet. Each is a debt: remove its entry when the folders stop importing each other; never
-# add one. What is left, and why it is still there:
-# - Three GraphQL links from a domain's type to a dependent domain's type (a contact's
-#   `recentCalls` and `openTicket`, a ticket's `messages`): the dependent domain reads the
-#   lower one (calls and inbox look contacts up, conversations open tickets), and Strawberry
-#   has no public way for a dependent domain to add a field to a type declared below it.
-PRE_EXISTING = {
-    ("app/contacts", "app/calls"): "contacts' GraphQL type links its calls",
-    ("app/contacts", "app/inbox"): "contacts' GraphQL type links its open ticket",
-    ("app/inbox", "app/conversations"): "inbox GraphQL type links a ticket's messages",
-}
 
 
 def unit_of(module: str) -> str | None:
@@ -122,16 +112,11 @@ def is_domain(unit: str) -> bool:
     return unit not in SHARED and unit not in ROOTS
 
 
-def allowed(arrow: tuple[str, str]) -> bool:
-    return arrow in PRE_EXISTING
-
-
 def loops(arrows: dict[tuple[str, str], list[str]]) -> list[list[str]]:
     """The strongly connected groups of units (more than one unit: a loop), by Tarjan."""
     edges: dict[str, set[str]] = defaultdict(set)
     for source, target in arrows:
-        if not allowed((source, target)):
-            edges[source].add(target)
+        edges[source].add(target)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -179,7 +164,7 @@ def upward(arrows: dict[tuple[str, str], list[str]]) -> list[str]:
     return [
         f"{source} -> {target} ({', '.join(where)})"
         for (source, target), where in sorted(arrows.items())
-        if source in SHARED and is_domain(target) and not allowed((source, target))
+        if source in SHARED and is_domain(target)
     ]
 
 
@@ -195,17 +180,10 @@ def test_no_two_folders_import_each_other() -> None:
         inside = [
             f"  {source} -> {target} ({', '.join(where)})"
             for (source, target), where in sorted(arrows.items())
-            if source in group and target in group and not allowed((source, target))
+            if source in group and target in group
         ]
         found.append(" <-> ".join(group) + "\n" + "\n".join(inside))
     assert not found, "import loops between folders:\n" + "\n".join(found)
-
-
-def test_allow_lists_name_only_arrows_that_still_exist() -> None:
-    """An entry whose arrow is gone must go too, so the lists only ever shrink."""
-    arrows = import_graph()
-    stale = [arrow for arrow in PRE_EXISTING if arrow not in arrows]
-    assert not stale, f"allow-list entries without their import: {stale}"
 
 
 def test_the_check_sees_an_upward_arrow_and_a_loop() -> None:

@@ -1,7 +1,8 @@
 """Call log types and fields; each field calls one calls service operation.
 
-`callLogs` pages by number like REST's envelope B. Contact.recentCalls (app/contacts/graphql.py)
-goes through `load_recent_calls`, which batches every contact of a response into one query.
+`callLogs` pages by number like REST's envelope B. Contact.recentCalls, declared here on the
+contacts domain's type (`ContactCalls`), goes through `load_recent_calls`, which batches every
+contact of a response into one query.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from app.calls.schemas import (
     WebCallStart,
     call_log_to_public,
 )
+from app.contacts.graphql import Contact
 from app.core.jsonutil import dumps, loads
 from app.engine.limits import ConversationLimits
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error, failures
+from app.graphql.links import extends
 from app.graphql.pagination import Connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
@@ -140,6 +143,16 @@ async def load_recent_calls(context: Context, contact_id: str, limit: int) -> li
     except DomainError as exc:
         raise as_graphql_error(exc) from exc
     return await recent_calls_loader(context).load((contact_id, limit))
+
+
+@extends(Contact)
+class ContactCalls(Contact):
+    @strawberry.field(
+        extensions=requires(Scope.CALLS_READ),
+        description="The contact's newest calls first (limit 1 to 20); batched per response.",
+    )
+    async def recent_calls(self, info: Info[Context, None], limit: int = 5) -> list[CallLog]:
+        return await load_recent_calls(info.context, self.id, limit)
 
 
 PhoneNumberConnection = Connection[PhoneNumber]

@@ -9,7 +9,6 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.access.scopes import Scope
-from app.calls.graphql import CallLog, load_recent_calls
 from app.contacts import service
 from app.contacts.schemas import CONTACT, ContactCreate, ContactShape, ContactUpdate
 from app.graphql.context import Context
@@ -17,22 +16,14 @@ from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
 from app.graphql.resource import DomainMutations, node_field
-from app.inbox.graphql import Ticket, open_ticket_loader
 from app.kit.errors import InvalidInput, NotFound
 
 
 @strawberry.type
 class Contact(ContactShape):
-    @strawberry.field(
-        extensions=requires(Scope.CALLS_READ),
-        description="The contact's newest calls first (limit 1 to 20); batched per response.",
-    )
-    async def recent_calls(self, info: Info[Context, None], limit: int = 5) -> list[CallLog]:
-        return await load_recent_calls(info.context, self.id, limit)
-
-    @strawberry.field(description="The contact's open inbox ticket; batched per response.")
-    async def open_ticket(self, info: Info[Context, None]) -> Ticket | None:
-        return await open_ticket_loader(info.context).load(self.id)
+    """The contact's GraphQL type. Domains that read contacts add their links to it with
+    `@extends(Contact)` (app/graphql/links.py): `recentCalls` (app/calls/graphql.py) and
+    `openTicket` (app/inbox/graphql.py)."""
 
 
 ContactConnection = Connection[Contact]

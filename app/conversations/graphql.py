@@ -1,9 +1,12 @@
-"""Conversation messages on GraphQL: a ticket's messages and replies."""
+"""Conversation messages on GraphQL: a ticket's messages and replies.
+
+A ticket's `messages` is declared here on the inbox's type (`TicketMessages`) and batched for
+every ticket of a response into one query (`recent_messages_loader`).
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import strawberry
 from strawberry.dataloader import DataLoader
@@ -11,62 +14,21 @@ from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.conversations import service
-from app.conversations.schemas import MessageSend
+from app.conversations.schemas import MESSAGE, ConversationMessage, MessageSend
 from app.graphql.context import Context
 from app.graphql.errors import as_graphql_error
+from app.graphql.links import extends
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload
+from app.inbox.graphql import Ticket
 from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
-
-
-def _message_type(root: strawberry.Parent[Any]) -> str:
-    # Stored as `kind`: `type` would shadow the builtin on the model.
-    return str(root.kind)
-
-
-@strawberry.type(description="One message of a ticket's conversation.")
-class ConversationMessage:
-    id: strawberry.ID
-    organization_id: str
-    ticket_id: str
-    channel_id: str | None
-    livemode: bool = strawberry.field(description="The mode of the channel it went through")
-    direction: str
-    type: str = strawberry.field(
-        resolver=_message_type,
-        description="text, template, or the inbound message's type (REST's `type`)",
-    )
-    kind: str = strawberry.field(
-        description="The former name of `type`",
-        deprecation_reason="Use `type`, as REST names it",
-    )
-    text: str | None
-    template_name: str | None
-    platform_message_id: str | None
-    status: str
-    error: str | None
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    agent_id: str | None = strawberry.field(
-        description="The agent that wrote an outbound message (an AI reply); null for people"
-    )
-    pricing_category: str | None = strawberry.field(
-        description="Meta's pricing category of the message (service, marketing, …)"
-    )
-    billable: bool | None = strawberry.field(description="Whether Meta bills the message")
-    created_at: datetime
-    updated_at: datetime
-
 
 ConversationMessageConnection = Connection[ConversationMessage]
 
 
 def as_message(value: Any) -> ConversationMessage:
-    # Rows and entities carry the same attributes as the type.
-    return cast(ConversationMessage, value)
+    return MESSAGE.as_graphql(value)
 
 
 RECENT_MESSAGES_LOADER = "conversations.recent_messages"
@@ -100,6 +62,15 @@ async def load_recent_messages(
             InvalidInput(f"limit must be between 1 and {MAX_RECENT_MESSAGES}", field="limit")
         )
     return await recent_messages_loader(context).load((ticket_id, limit))
+
+
+@extends(Ticket)
+class TicketMessages(Ticket):
+    @strawberry.field(description="The conversation's newest messages (all tickets: one query)")
+    async def messages(
+        self, info: Info[Context, None], limit: int = 20
+    ) -> list[ConversationMessage]:
+        return await load_recent_messages(info.context, self.id, limit)
 
 
 MESSAGES = DomainMutations(

@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.conversations.models import Direction, Message
+from app.conversations.schemas import MESSAGE
 from app.db import lists
 from app.kit.repository import Filter, OrgScopedRepository
 
@@ -38,7 +39,7 @@ class MessageRepository(OrgScopedRepository[Message]):
     model = Message
     resource = "Message"
     moded = True
-    list_columns: ClassVar = tuple(Message.__table__.columns)
+    list_columns: ClassVar = MESSAGE.columns()
 
     @staticmethod
     def of_ticket(ticket_id: str) -> Filter:
@@ -62,7 +63,7 @@ class MessageRepository(OrgScopedRepository[Message]):
             .subquery()
         )
         statement = (
-            select(*(ranked.c[column.name] for column in self.list_columns))
+            select(*(ranked.c[column.key] for column in self.list_columns))
             .where(ranked.c.rank <= limit)
             .order_by(ranked.c.ticket_id, ranked.c.created_at.desc(), ranked.c.id.desc())
         )

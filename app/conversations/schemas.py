@@ -1,61 +1,71 @@
-"""Conversation message shapes."""
+"""Conversation message inputs, and the public shape of a message (GraphQL type, REST model,
+serializer and list columns: app/kit/shape.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from datetime import datetime
+from typing import Annotated
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-
-class MessageResponse(BaseModel):
-    id: str
-    organization_id: str
-    ticket_id: str
-    channel_id: str | None
-    livemode: bool
-    direction: str
-    type: str
-    text: str | None
-    template_name: str | None
-    platform_message_id: str | None
-    status: str
-    error: str | None
-    sent_at: str | None
-    delivered_at: str | None
-    read_at: str | None
-    failed_at: str | None
-    # The agent that wrote an outbound message (an AI reply); null for people and inbound.
-    agent_id: str | None
-    pricing_category: str | None = None
-    billable: bool | None = None
-    created_at: str
-    updated_at: str
+from app.conversations import models
+from app.kit.shape import GRAPHQL_ONLY, Rest, Shape, column
 
 
-def message_to_public(message: Any) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "organization_id": message.organization_id,
-        "ticket_id": message.ticket_id,
-        "channel_id": message.channel_id,
-        "livemode": message.livemode,
-        "direction": message.direction,
-        "type": message.kind,
-        "text": message.text,
-        "template_name": message.template_name,
-        "platform_message_id": message.platform_message_id,
-        "status": message.status,
-        "error": message.error,
-        "sent_at": message.sent_at,
-        "delivered_at": message.delivered_at,
-        "read_at": message.read_at,
-        "failed_at": message.failed_at,
-        "agent_id": message.agent_id,
-        "pricing_category": message.pricing_category,
-        "billable": message.billable,
-        "created_at": message.created_at,
-        "updated_at": message.updated_at,
-    }
+@strawberry.type(description="One message of a ticket's conversation.")
+class ConversationMessage:
+    """The public shape, declared once (app/kit/shape.py)."""
+
+    id: strawberry.ID = column(models.Message.id, as_type=strawberry.ID)
+    organization_id: str = column(models.Message.organization_id)
+    ticket_id: str = column(models.Message.ticket_id)
+    channel_id: str | None = column(models.Message.channel_id)
+    livemode: bool = column(
+        models.Message.livemode, description="The mode of the channel it went through"
+    )
+    direction: str = column(models.Message.direction)
+    # Stored as `kind`: `type` would shadow the builtin on the model.
+    type: str = column(
+        models.Message.kind,
+        description="text, template, or the inbound message's type (REST's `type`)",
+    )
+    kind: str = column(
+        models.Message.kind,
+        description="The former name of `type`",
+        deprecation_reason="Use `type`, as REST names it",
+        rest=GRAPHQL_ONLY,
+    )
+    text: str | None = column(models.Message.text)
+    template_name: str | None = column(models.Message.template_name)
+    platform_message_id: str | None = column(models.Message.platform_message_id)
+    status: str = column(models.Message.status)
+    error: str | None = column(models.Message.error)
+    sent_at: datetime | None = column(models.Message.sent_at)
+    delivered_at: datetime | None = column(models.Message.delivered_at)
+    read_at: datetime | None = column(models.Message.read_at)
+    failed_at: datetime | None = column(models.Message.failed_at)
+    agent_id: str | None = column(
+        models.Message.agent_id,
+        description="The agent that wrote an outbound message (an AI reply); null for people",
+    )
+    pricing_category: str | None = column(
+        models.Message.pricing_category,
+        description="Meta's pricing category of the message (service, marketing, …)",
+        rest=Rest(default=None),
+    )
+    billable: bool | None = column(
+        models.Message.billable,
+        description="Whether Meta bills the message",
+        rest=Rest(default=None),
+    )
+    created_at: datetime = column(models.Message.created_at)
+    updated_at: datetime = column(models.Message.updated_at)
+
+
+MESSAGE = Shape(ConversationMessage, rest_name="MessageResponse")
+MessageResponse = MESSAGE.rest_model  # documents OpenAPI (Operation.response_model)
+message_to_public = MESSAGE.to_public  # REST bodies and event payloads
 
 
 class MessageSend(BaseModel):

@@ -31,6 +31,7 @@ from strawberry.types import ExecutionContext
 from app.core.clock import isoformat
 from app.graphql.cost import CostLimits, cost_errors, root_field_calls, select_operation
 from app.graphql.execution import FastExecutionContext
+from app.graphql.links import LinkedSchema
 from app.graphql.planned import OperationPlan, compile_plan, plan_compatible
 from app.kit.domains import collect
 
@@ -220,9 +221,10 @@ def _error_code(error: GraphQLError) -> str | None:
     return code if isinstance(code, str) else None
 
 
-class SwitchboardSchema(strawberry.Schema):
+class SwitchboardSchema(LinkedSchema):
     """Expected errors (validation, limits, scopes, not found) log one line each; unexpected
-    ones log their traceback once, before OperationPipeline masks them."""
+    ones log their traceback once, before OperationPipeline masks them. Types show the
+    fields other domains declare on them with `@extends` (app/graphql/links.py)."""
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None

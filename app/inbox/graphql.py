@@ -1,8 +1,9 @@
 """Inbox ticket types and fields; each field calls one inbox service operation.
 
 A ticket's `contact` comes from the same query as the ticket (every ticket read joins its
-contact), and a contact's `openTicket` (app/contacts/graphql.py) from one batched query per
-request through `open_ticket_loader`: neither costs a query per item of a list.
+contact), and a contact's `openTicket` (declared here on the contacts domain's type,
+`ContactOpenTicket`) from one batched query per request through `open_ticket_loader`: neither
+costs a query per item of a list. A ticket's `messages` are the conversations domain's link.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.auth.graphql import User, user_loader
-from app.conversations.graphql import ConversationMessage, load_recent_messages
+from app.contacts.graphql import Contact
 from app.graphql.context import Context
+from app.graphql.links import extends
 from app.graphql.pagination import Connection, connection
 from app.graphql.permissions import requires
 from app.graphql.planned import plannable
@@ -62,12 +64,6 @@ class Ticket:
             return None
         return await user_loader(info.context).load(self.assigned_user_id)
 
-    @strawberry.field(description="The conversation's newest messages (all tickets: one query)")
-    async def messages(
-        self, info: Info[Context, None], limit: int = 20
-    ) -> list[ConversationMessage]:
-        return await load_recent_messages(info.context, self.id, limit)
-
 
 TicketConnection = Connection[Ticket]
 
@@ -103,6 +99,13 @@ def open_ticket_loader(context: Context) -> DataLoader[str, Ticket | None]:
 
 def _optional_ticket(record: TicketRecord | None) -> Ticket | None:
     return None if record is None else as_ticket(record)
+
+
+@extends(Contact)
+class ContactOpenTicket(Contact):
+    @strawberry.field(description="The contact's open inbox ticket; batched per response.")
+    async def open_ticket(self, info: Info[Context, None]) -> Ticket | None:
+        return await open_ticket_loader(info.context).load(self.id)
 
 
 TICKETS = DomainMutations(

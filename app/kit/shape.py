@@ -37,6 +37,7 @@ from typing import Any, Generic, TypeVar, overload
 
 import strawberry
 from pydantic import BaseModel, Field, create_model
+from sqlalchemy import Label
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import QueryableAttribute
 
@@ -104,6 +105,7 @@ def column(
     source: QueryableAttribute[T],
     *,
     description: str | None = None,
+    deprecation_reason: str | None = None,
     rest: Rest = Rest(),
 ) -> T: ...
 
@@ -114,6 +116,7 @@ def column(
     *,
     as_type: Callable[[T], U],
     description: str | None = None,
+    deprecation_reason: str | None = None,
     rest: Rest = Rest(),
 ) -> U: ...
 
@@ -123,23 +126,28 @@ def column(
     *,
     as_type: Callable[[Any], Any] | None = None,
     description: str | None = None,
+    deprecation_reason: str | None = None,
     rest: Rest = Rest(),
 ) -> Any:
     """A field showing the model column `source` (its type is checked against the annotation;
-    `as_type=strawberry.ID` or `JSON` where GraphQL shows the value as such a scalar)."""
+    `as_type=strawberry.ID` or `JSON` where GraphQL shows the value as such a scalar).
+    `deprecation_reason`: GraphQL marks the field deprecated (a name kept for old clients)."""
     spec = _Spec((source,), source.key, rest)
-    return strawberry.field(description=description, metadata={_KEY: spec})
+    return strawberry.field(
+        description=description, deprecation_reason=deprecation_reason, metadata={_KEY: spec}
+    )
 
 
 def computed(
     resolver: Callable[..., T],
     *,
-    sources: Sequence[QueryableAttribute[Any]] = (),
+    sources: Sequence[QueryableAttribute[Any] | Label[Any]] = (),
     description: str | None = None,
     rest: Rest = GRAPHQL_ONLY,
 ) -> T:
     """A field computed from the row by `resolver` (GraphQL) and `rest.value` (REST), reading
-    the columns `sources` (selected by `columns()`)."""
+    the columns `sources` (selected by `columns()`; a labelled column, such as a joined
+    table's `Contact.name.label("contact_name")`, is read under its label)."""
     spec = _Spec(tuple(sources), None, rest)
     return strawberry.field(resolver=resolver, description=description, metadata={_KEY: spec})
 

@@ -13,6 +13,7 @@ from app.calls.schemas import CallLogResponse, call_log_to_public
 from app.campaigns.schemas import CampaignResponse, campaign_to_public
 from app.channels.schemas import ChannelResponse, channel_to_public
 from app.contacts.schemas import ContactResponse, contact_to_public
+from app.conversations.schemas import MessageResponse, message_to_public
 from app.inbox.schemas import TicketResponse, ticket_to_public
 from app.kit.serialize import public_shape
 from app.quick_replies.schemas import QuickReplyResponse, quick_reply_to_public
@@ -65,6 +66,8 @@ def _row(model: type[BaseModel], **values: Any) -> SimpleNamespace:
         (QuickReplyResponse, quick_reply_to_public, {}),
         (WebhookSubscriptionResponse, webhook_to_public, {"events": ("a", "b")}),
         (WebhookDeliveryAttemptResponse, attempt_to_public, {}),
+        # REST's `type` is the model's `kind`.
+        (MessageResponse, message_to_public, {"kind": "template"}),
     ],
 )
 def test_each_serializer_serves_exactly_its_documented_fields(
@@ -82,6 +85,8 @@ def test_conversions_of_the_derived_serializers() -> None:
     call = _row(CallLogResponse)
     call.cost, call.transcript = "2.25", None
     assert (call_log_to_public(call)["cost"], call_log_to_public(call)["transcript"]) == (2.25, [])
+    message = _row(MessageResponse, kind="template")
+    assert message_to_public(message)["type"] == "template"
     webhook = _row(WebhookSubscriptionResponse)
     webhook.events = ("lead.created",)
     assert webhook_to_public(webhook)["events"] == ["lead.created"]

@@ -242,3 +242,39 @@ def test_a_graphql_type_that_leaves_a_linked_field_undeclared_is_refused() -> No
 
     with pytest.raises(TypeError, match="does not declare kind_of"):
         LINKED.served_as(SimpleNamespace(), Unlinked)
+
+
+def _initials(root: strawberry.Parent[Any]) -> str:
+    return str(root.initials)
+
+
+@strawberry.type
+class WidgetBrief:
+    id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+    old_kind: str = column(Widget.kind, deprecation_reason="Use kind", rest=Rest(include=False))
+    initials: str = computed(
+        _initials,
+        sources=(Widget.first.label("initials"),),
+        rest=Rest(annotation=str, value=lambda row: row.initials),
+    )
+
+
+def test_a_deprecated_column_and_a_computed_field_from_a_labelled_column() -> None:
+    brief = Shape(WidgetBrief, rest_name="WidgetBriefResponse")
+    # The label is selected as it is: a joined table's column read under its own name.
+    labels = [column.name for column in select(*brief.columns()).selected_columns]
+    assert labels == ["id", "kind", "old_kind", "initials"]
+    assert list(brief.rest_model.model_fields) == ["id", "initials"]
+    assert brief.to_public(SimpleNamespace(id="w1", kind="a", initials="A")) == {
+        "id": "w1",
+        "initials": "A",
+    }
+
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def brief(self) -> WidgetBrief:
+            return cast(WidgetBrief, SimpleNamespace(id="w1", kind="a", initials="A"))
+
+    sdl = str(strawberry.Schema(query=Query))
+    assert 'oldKind: String! @deprecated(reason: "Use kind")' in sdl
