@@ -21,6 +21,7 @@ import httpx
 import pytest
 import redis
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.auth.service import create_api_key
@@ -298,6 +299,28 @@ class Tenant:
         return {"Authorization": f"Bearer {self.api_key}"}
 
 
+SQLITE_LOCKED_TRIES = 5
+
+
+async def committed_despite_sqlite_lock(
+    sessionmaker: async_sessionmaker[AsyncSession], write: Any
+) -> Any:
+    """`write(session)` in its own transaction, then commit; tried again when SQLite answers
+    "database is locked" at once. A deferred transaction that read before writing cannot wait
+    for the lock a running worker holds: SQLite refuses its upgrade instead of waiting."""
+    for attempt in range(SQLITE_LOCKED_TRIES):
+        try:
+            async with sessionmaker() as session:
+                result = await write(session)
+                await session.commit()
+            return result
+        except OperationalError as exc:
+            if "database is locked" not in str(exc) or attempt == SQLITE_LOCKED_TRIES - 1:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 class TenantFactory:
     """Creates organizations, keys and users through the same services the CLI uses."""
 
@@ -305,7 +328,7 @@ class TenantFactory:
         self.sessionmaker = sessionmaker
 
     async def organization(self, name: str = "Acme") -> Tenant:
-        async with self.sessionmaker() as session:
+        async def write(session: AsyncSession) -> Tenant:
             organization = await create_organization(session, name)
             created = await create_api_key(
                 session,
@@ -314,8 +337,9 @@ class TenantFactory:
                 scopes=["full_access"],
                 secret_key=TEST_SECRET,
             )
-            await session.commit()
-        return Tenant(organization.id, created.secret, created.key.id)
+            return Tenant(organization.id, created.secret, created.key.id)
+
+        return await committed_despite_sqlite_lock(self.sessionmaker, write)
 
     async def key(
         self,
@@ -325,7 +349,7 @@ class TenantFactory:
         livemode: bool = False,
         expires_at: datetime | None = None,
     ) -> Tenant:
-        async with self.sessionmaker() as session:
+        async def write(session: AsyncSession) -> Tenant:
             created = await create_api_key(
                 session,
                 tenant.organization_id,
@@ -335,8 +359,9 @@ class TenantFactory:
                 livemode=livemode,
                 expires_at=expires_at,
             )
-            await session.commit()
-        return Tenant(tenant.organization_id, created.secret, created.key.id)
+            return Tenant(tenant.organization_id, created.secret, created.key.id)
+
+        return await committed_despite_sqlite_lock(self.sessionmaker, write)
 
     async def user(self, tenant: Tenant, email: str, password: str) -> str:
         async with self.sessionmaker() as session:

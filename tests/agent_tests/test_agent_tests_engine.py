@@ -90,6 +90,8 @@ async def run_test(engine: Engine, tenant: Tenant, agent_id: str, **body: Any) -
 
 async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> None:
     tenant = await engine.tenants.organization()
+    # Made before any run: on SQLite, its writes would otherwise wait on the worker's.
+    other = await engine.tenants.organization("Globex")
     agent_id = await create_agent(engine, tenant, custom_tools=[ORDER_TOOL])
     spec = {
         "name": "order then person",
@@ -143,7 +145,6 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
     assert (page["object"], page["total_count"], page["has_more"]) == ("list", 2, True)
     assert page["data"][0]["id"] == failing["id"]
 
-    other = await engine.tenants.organization("Globex")
     hidden = await engine.client.get(
         f"/api/v1/agents/{agent_id}/tests/{run['id']}", headers=other.headers
     )
