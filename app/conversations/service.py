@@ -280,9 +280,10 @@ async def _sender(
 
 async def reply_address(session: AsyncSession, ticket: Any) -> str:
     """Where a reply goes: the contact's phone number, else its business-scoped user id
-    (sent in the messages endpoint's `recipient` field)."""
-    if ticket.contact.phone_number:
-        return str(ticket.contact.phone_number)
+    (sent in the messages endpoint's `recipient` field). `ticket`: a ticket row, its
+    contact's brief joined (app/inbox/schemas.py)."""
+    if ticket.contact_phone_number:
+        return str(ticket.contact_phone_number)
     contact = await session.get(Contact, ticket.contact_id)
     return str(contact.platform_user_id or "") if contact is not None else ""
 

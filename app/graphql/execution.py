@@ -3,7 +3,8 @@
 graphql-core spends most of a list query's CPU per leaf field: building a ResolveInfo,
 calling Strawberry's resolver wrapper and walking complete_value. When every collected
 field of an object is "plain" (a resolver-less Strawberry field without arguments or
-field extensions, of a scalar/enum type or a list of them, or `__typename`), the result
+field extensions, or a shape's `computed` field, whose resolver reads the row alone, of a
+scalar/enum type or a list of them, or `__typename`), the result
 dict is built directly with the same attribute read and the same `coerce_output_value`
 call. Anything unusual (None for a non-null field, a coercion failure, an exception, an
 awaitable, a non-list iterable) makes that object run through graphql-core's normal path,
@@ -39,6 +40,8 @@ from graphql.pyutils import AwaitableOrValue, Path, Undefined
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
+
+from app.kit.shape import ROW_FUNCTION
 
 __all__ = ["FastExecutionContext"]
 
@@ -130,24 +133,45 @@ def _completer(
 
 
 def _getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:
-    """How Strawberry's basic resolver reads the value, if the field has one."""
+    """How Strawberry's basic resolver reads the value, if the field has one; for a shape's
+    computed field (app/kit/shape.py), its resolver, a function of the row alone."""
     field = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
     if (
         not isinstance(field, StrawberryField)
-        or field.base_resolver is not None
         or field.extensions
         or field.is_subscription
         or field_def.args
-        or not getattr(field_def.resolve, "_is_default", False)
         # Subclasses may read the value differently (e.g. relay's node ids).
         or type(field).get_result is not StrawberryField.get_result
     ):
+        return None
+    if field.base_resolver is not None:
+        return _row_function(field)
+    if not getattr(field_def.resolve, "_is_default", False):
         return None
     default_resolver = field.default_resolver
     name = field.python_name
     if default_resolver is getattr:
         return attrgetter(name)
     return lambda source: default_resolver(source, name)
+
+
+def _row_function(field: StrawberryField) -> Callable[[Any], Any] | None:
+    """The resolver of a `computed` shape field, called with the row as Strawberry calls it
+    (its only parameter is the parent); None for any other resolver."""
+    resolver = field.base_resolver
+    if (
+        resolver is None
+        or not field.metadata.get(ROW_FUNCTION)
+        or resolver.is_async
+        or resolver.info_parameter is not None
+        or resolver.arguments
+    ):
+        return None
+    function = resolver.wrapped_func
+    if isinstance(function, (staticmethod, classmethod)):
+        return None
+    return function
 
 
 def plain_getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:

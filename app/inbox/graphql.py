@@ -8,12 +8,10 @@ costs a query per item of a list. A ticket's `messages` are the conversations do
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, cast
 
 import strawberry
 from strawberry.dataloader import DataLoader
-from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.access.scopes import Scope
@@ -27,36 +25,13 @@ from app.graphql.planned import plannable
 from app.graphql.resource import Described, DomainMutations, Payload, node_field
 from app.inbox import service
 from app.inbox.models import TicketStatus as TicketStatusValue
-from app.inbox.schemas import TicketAssign, TicketCreate, TicketRecord
+from app.inbox.schemas import TICKET, TicketAssign, TicketCreate, TicketShape, TicketStatus
 from app.kit.errors import InvalidInput, InvalidState, LiveModeForbidden, NotFound
-
-TicketStatus = strawberry.enum(TicketStatusValue, name="TicketStatus")
-
-
-@strawberry.type(description="The contact as a ticket embeds it.")
-class ContactBrief:
-    id: strawberry.ID
-    name: str
-    phone_number: str
-    tags: list[str]
-    notes: str | None
-    custom_fields: JSON | None
 
 
 @strawberry.type
-class Ticket:
-    id: strawberry.ID
-    organization_id: str
-    contact_id: str
-    chat_phone_number_id: str | None
-    status: TicketStatus  # type: ignore[valid-type]
-    assigned_user_id: str | None
-    livemode: bool = strawberry.field(
-        description="The mode of its channel, or without one of the credential that created it"
-    )
-    created_at: datetime
-    updated_at: datetime
-    contact: ContactBrief
+class Ticket(TicketShape):
+    """A ticket: its shape (app/inbox/schemas.py) and the user it is assigned to."""
 
     @strawberry.field(description="The organization user the ticket is assigned to")
     async def assigned_user(self, info: Info[Context, None]) -> User | None:
@@ -77,9 +52,8 @@ class TicketCreateInput:
     )
 
 
-def as_ticket(value: TicketRecord) -> Ticket:
-    # Records carry the same attributes as the type (contact included); no copy is needed.
-    return cast(Ticket, value)
+def as_ticket(row: Any) -> Ticket:
+    return TICKET.served_as(row, Ticket)
 
 
 def open_ticket_loader(context: Context) -> DataLoader[str, Ticket | None]:
@@ -97,8 +71,8 @@ def open_ticket_loader(context: Context) -> DataLoader[str, Ticket | None]:
     return cast(DataLoader[str, Ticket | None], loader)
 
 
-def _optional_ticket(record: TicketRecord | None) -> Ticket | None:
-    return None if record is None else as_ticket(record)
+def _optional_ticket(row: Any | None) -> Ticket | None:
+    return None if row is None else as_ticket(row)
 
 
 @extends(Contact)

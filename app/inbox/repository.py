@@ -8,32 +8,24 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, Select, bindparam, select
+from sqlalchemy.engine.result import result_tuple
 
 from app.contacts.models import Contact
 from app.core.ids import normalize_id
 from app.db.prepared import constant
 from app.inbox.models import Ticket, TicketStatus
+from app.inbox.schemas import BRIEF_COLUMNS, TICKET
 from app.kit.repository import Filter, OrgScopedRepository
 
-TICKET_COLUMNS = (
-    Ticket.id,
-    Ticket.organization_id,
-    Ticket.contact_id,
-    Ticket.chat_phone_number_id,
-    Ticket.status,
-    Ticket.assigned_user_id,
-    Ticket.livemode,
-    Ticket.created_at,
-    Ticket.updated_at,
-)
-# The brief's id is the ticket's contact_id (or, read alone, the contact's id so labelled).
-BRIEF_COLUMNS = (
-    Contact.name.label("contact_name"),
-    Contact.phone_number.label("contact_phone_number"),
-    Contact.tags.label("contact_tags"),
-    Contact.notes.label("contact_notes"),
-    Contact.custom_fields.label("contact_custom_fields"),
-)
+
+def joined_row(ticket: Ticket, brief: Any) -> Any:
+    """A ticket entity just written and its contact's brief (a row with the brief's columns)
+    as the row a read of `list_columns` gives: what every ticket operation returns."""
+    return _make_row(
+        tuple(
+            getattr(brief, key) if key in _BRIEF_KEYS else getattr(ticket, key) for key in _ROW_KEYS
+        )
+    )
 
 
 def _with_contact(statement: Select[Any]) -> Select[Any]:
@@ -48,7 +40,7 @@ class TicketRepository(OrgScopedRepository[Ticket]):
     model = Ticket
     resource = "Ticket"
     moded = True
-    list_columns: ClassVar = (*TICKET_COLUMNS, *BRIEF_COLUMNS)
+    list_columns: ClassVar = TICKET.columns()  # the ticket's and its contact's brief
 
     def filters(self, *, status: str | None) -> list[Filter]:
         return [Filter("status", _status_is, {"status": status})] if status else []
@@ -133,3 +125,8 @@ class TicketRepository(OrgScopedRepository[Ticket]):
             ),
         )
         return await read.first(self.session, self._bound({"contact_id": canonical}))
+
+
+_ROW_KEYS = tuple(column.key for column in TicketRepository.list_columns)
+_BRIEF_KEYS = frozenset(column.key for column in BRIEF_COLUMNS)
+_make_row = result_tuple(_ROW_KEYS)

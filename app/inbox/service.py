@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,17 +19,8 @@ from app.channels import service as channels
 from app.channels.models import Channel
 from app.events.service import emit
 from app.inbox.models import Ticket, TicketStatus
-from app.inbox.repository import TicketRepository
-from app.inbox.schemas import (
-    ContactBrief,
-    TicketAssign,
-    TicketCreate,
-    TicketRecord,
-    brief_from_row,
-    record_from_row,
-    ticket_record,
-    ticket_to_public,
-)
+from app.inbox.repository import TicketRepository, joined_row
+from app.inbox.schemas import TicketAssign, TicketCreate, ticket_to_public
 from app.kit.errors import InvalidInput, InvalidState, NotFound
 from app.kit.pagination import CursorPage, CursorParams
 from app.organizations import repository as organizations
@@ -43,7 +35,7 @@ CREATE_ATTEMPTS = 3
 
 @dataclass(frozen=True, slots=True)
 class CreatedTicket:
-    ticket: TicketRecord
+    ticket: Any  # a row of the ticket's shape (app/inbox/schemas.py), its contact's brief joined
     # False when the contact's open ticket already existed and is returned instead.
     created: bool
 
@@ -79,12 +71,12 @@ async def create_ticket(
         existing = await repository.find_open(contact_id, livemode)
         if existing is not None:
             if channel is None or existing.chat_phone_number_id is not None:
-                return CreatedTicket(record_from_row(existing), created=False)
+                return CreatedTicket(existing, created=False)
             ticket, brief = await _locked(session, subject, existing.id)
             if ticket.chat_phone_number_id is None:
                 ticket.chat_phone_number_id = channel.id
                 await session.flush()
-            return CreatedTicket(ticket_record(ticket, brief), created=False)
+            return CreatedTicket(joined_row(ticket, brief), created=False)
         ticket = Ticket(
             organization_id=subject.organization_id,
             contact_id=contact_id,
@@ -101,44 +93,38 @@ async def create_ticket(
             # Another create committed an open ticket first (or the contact was just
             # deleted): look again.
             continue
-        record = ticket_record(ticket, brief_from_row(contact))
-        public = ticket_to_public(record)
-        await emit(session, record, "ticket.created", public)
-        await emit(session, record, "conversation.started", public)
-        return CreatedTicket(record, created=True)
+        row = joined_row(ticket, contact)
+        public = ticket_to_public(row)
+        await emit(session, ticket, "ticket.created", public)
+        await emit(session, ticket, "conversation.started", public)
+        return CreatedTicket(row, created=True)
     if await repository.contact_brief(contact_id) is None:
         raise NotFound(CONTACT)
     raise RuntimeError(f"no open ticket could be created or found for contact {contact_id}")
 
 
-async def get_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
-    row = await TicketRepository(session, subject).get_row_or_404(ticket_id)
-    return record_from_row(row)
+async def get_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> Any:
+    """The ticket's row, its contact's brief joined."""
+    return await TicketRepository(session, subject).get_row_or_404(ticket_id)
 
 
 async def list_tickets(
     session: AsyncSession, subject: Subject, params: CursorParams, *, status: str | None = None
-) -> CursorPage[TicketRecord]:
+) -> CursorPage[Any]:
     """Newest first; `status` keeps only `open` or only `closed` tickets."""
     repository = TicketRepository(session, subject)
-    page = await repository.cursor_page(params, *repository.filters(status=status))
-    return CursorPage(
-        [record_from_row(row) for row in page.items],
-        page.has_more,
-        page.total_count,
-        page.has_previous,
-    )
+    return await repository.cursor_page(params, *repository.filters(status=status))
 
 
 async def open_tickets_by_contact(
     session: AsyncSession, subject: Subject, contact_ids: Sequence[str]
-) -> dict[str, TicketRecord]:
+) -> dict[str, Any]:
     """The open ticket of each of these contacts that has one, in one query."""
     rows = await TicketRepository(session, subject).open_for_contacts(contact_ids)
-    return {row.contact_id: record_from_row(row) for row in rows}
+    return {row.contact_id: row for row in rows}
 
 
-async def close_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> TicketRecord:
+async def close_ticket(session: AsyncSession, subject: Subject, ticket_id: str) -> Any:
     """`open` → `closed`. Closing a closed ticket is refused (400 naming the state), as the
     spec refuses campaign moves from a state that does not allow them."""
     ticket, brief = await _locked(session, subject, ticket_id)
@@ -146,16 +132,16 @@ async def close_ticket(session: AsyncSession, subject: Subject, ticket_id: str) 
         raise InvalidState(f"cannot close ticket in {ticket.status} state")
     ticket.status = TicketStatus.CLOSED.value
     await session.flush()
-    record = ticket_record(ticket, brief)
-    public = ticket_to_public(record)
-    await emit(session, record, "ticket.resolved", public)
-    await emit(session, record, "conversation.closed", public)
-    return record
+    row = joined_row(ticket, brief)
+    public = ticket_to_public(row)
+    await emit(session, ticket, "ticket.resolved", public)
+    await emit(session, ticket, "conversation.closed", public)
+    return row
 
 
 async def assign_ticket(
     session: AsyncSession, subject: Subject, ticket_id: str, data: TicketAssign
-) -> TicketRecord:
+) -> Any:
     """Hands an open ticket to a user of the organization. Assigning it to the user who
     already has it changes nothing and emits nothing."""
     ticket, brief = await _locked(session, subject, ticket_id)
@@ -165,18 +151,17 @@ async def assign_ticket(
     if ticket.status != TicketStatus.OPEN.value:
         raise InvalidState(f"cannot assign ticket in {ticket.status} state")
     if ticket.assigned_user_id == user_id:
-        return ticket_record(ticket, brief)
+        return joined_row(ticket, brief)
     ticket.assigned_user_id = user_id
     await session.flush()
-    record = ticket_record(ticket, brief)
-    await emit(session, record, "ticket.assigned", ticket_to_public(record))
-    return record
+    row = joined_row(ticket, brief)
+    await emit(session, ticket, "ticket.assigned", ticket_to_public(row))
+    return row
 
 
-async def _locked(
-    session: AsyncSession, subject: Subject, ticket_id: str
-) -> tuple[Ticket, ContactBrief]:
+async def _locked(session: AsyncSession, subject: Subject, ticket_id: str) -> tuple[Ticket, Any]:
+    """The ticket entity, its row locked, and its contact's brief columns."""
     found = await TicketRepository(session, subject).get_for_update(ticket_id)
     if found is None:
         raise NotFound(TICKET)
-    return found.Ticket, brief_from_row(found)
+    return found.Ticket, found

@@ -1,9 +1,9 @@
-"""Public (REST and event) shapes derived from the response schemas that document them.
+"""The serializers of public (REST and event) shapes, compiled from their entries.
 
-A response model lists the fields of the shape in order; most are the row's or entity's
-attribute of the same name, and `public_shape` makes the serializer from that list, so a
-field added to the model is served without a second list to keep in step. Values stay
-Python objects (datetimes included): app.core.jsonutil.dumps writes them.
+A shape declaration (app/kit/shape.py) lists its REST fields in order, each the row's or
+entity's attribute it reads and an optional conversion; `compile_serializer` makes the
+function that builds the dict of a row from that list. Values stay Python objects (datetimes
+included): app.core.jsonutil.dumps writes them.
 """
 
 from __future__ import annotations
@@ -11,26 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 Serializer = Callable[[Any], dict[str, Any]]
 
 
 # One entry of a serializer: (public name, attribute read, conversion). With an empty
 # attribute the conversion receives the whole item (a value computed from several columns).
 Entry = tuple[str, str, Callable[[Any], Any] | None]
-
-
-def public_shape(response: type[BaseModel], **convert: Callable[[Any], Any]) -> Serializer:
-    """The serializer of `response`'s shape: each field is the attribute of the same name,
-    passed through `convert[name]` where one is given (`tags=lambda tags: tags or []`)."""
-    names = tuple(response.model_fields)
-    unknown = set(convert) - set(names)
-    if unknown:
-        raise ValueError(f"{response.__name__} has no field {sorted(unknown)}")
-    return compile_serializer(
-        response.__name__, [(name, name, convert.get(name)) for name in names]
-    )
 
 
 def compile_serializer(shape: str, entries: Sequence[Entry]) -> Serializer:
@@ -52,5 +38,5 @@ def compile_serializer(shape: str, entries: Sequence[Entry]) -> Serializer:
     exec(f"def to_public(item):\n    return {{{', '.join(items)}}}\n", namespace)  # noqa: S102
     to_public: Serializer = namespace["to_public"]
     to_public.__doc__ = f"The public shape of {shape} (app/kit/serialize.py)."
-    to_public.__qualname__ = f"public_shape.<{shape}>"
+    to_public.__qualname__ = f"to_public.<{shape}>"
     return to_public

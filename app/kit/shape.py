@@ -50,6 +50,9 @@ GraphQLT = TypeVar("GraphQLT")
 
 _KEY = "switchboard.shape"
 _LINK = "switchboard.shape.link"
+# Marks a `computed` field: its resolver is a function of the row alone (no `info`, no
+# arguments), so the plain-field executor and the compiled plans of app/graphql call it directly.
+ROW_FUNCTION = "switchboard.shape.row_function"
 
 
 class _Same:
@@ -147,9 +150,13 @@ def computed(
 ) -> T:
     """A field computed from the row by `resolver` (GraphQL) and `rest.value` (REST), reading
     the columns `sources` (selected by `columns()`; a labelled column, such as a joined
-    table's `Contact.name.label("contact_name")`, is read under its label)."""
+    table's `Contact.name.label("contact_name")`, is read under its label). `resolver` takes
+    the row alone (`root: strawberry.Parent[Any]`) and reads nothing else: the plain-field
+    executor and the compiled plans (app/graphql) call it as they read a column."""
     spec = _Spec(tuple(sources), None, rest)
-    return strawberry.field(resolver=resolver, description=description, metadata={_KEY: spec})
+    return strawberry.field(
+        resolver=resolver, description=description, metadata={_KEY: spec, ROW_FUNCTION: True}
+    )
 
 
 def linked(*, sources: Sequence[QueryableAttribute[Any]] = ()) -> Any:

@@ -220,3 +220,43 @@ def test_no_plan_while_the_schema_has_an_extension_plans_would_skip() -> None:
     )
     assert not extensions_allow_plans(audited)
     assert compile_plan(audited, document, None) is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # A shape's computed fields (app/kit/shape.py) are read as plain fields: a ticket's
+        # contact brief, from the joined contact's columns, and a contact's opt-out.
+        "{ tickets(first: 5) { nodes { id status livemode contact {"
+        " __typename id name phoneNumber tags notes customFields } } } }",
+        "{ contacts(first: 5) { nodes { id marketingOptOut { at source } } } }",
+    ],
+)
+async def test_computed_fields_keep_the_plan(
+    planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
+    acme: Tenant,
+    seeded: str,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+) -> None:
+    planned_client, unplanned_client = planning_clients
+    created = await _post(
+        planned_client,
+        acme,
+        "mutation($id: ID!) { createTicket(input: {contactId: $id}) { ticket { id } } }",
+        {"id": seeded},
+    )
+    assert created[1]["data"]["createTicket"]["ticket"]["id"], created
+    answered = []
+    original_run = planned.run_plan
+
+    async def spy(*args: Any) -> Any:
+        result = await original_run(*args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(view, "run_plan", spy)
+    with_plans = await _post(planned_client, acme, query, None)
+    assert answered == [True], with_plans
+    assert "errors" not in with_plans[1]
+    assert with_plans == await _post(unplanned_client, acme, query, None)

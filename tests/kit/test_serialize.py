@@ -1,4 +1,4 @@
-"""Public shapes derived from the response schemas (app/kit/serialize.py)."""
+"""The serializers compiled for public shapes (app/kit/serialize.py, app/kit/shape.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.channels.schemas import ChannelResponse, channel_to_public
 from app.contacts.schemas import ContactResponse, contact_to_public
 from app.conversations.schemas import MessageResponse, message_to_public
 from app.inbox.schemas import TicketResponse, ticket_to_public
-from app.kit.serialize import public_shape
+from app.kit.serialize import compile_serializer
 from app.quick_replies.schemas import QuickReplyResponse, quick_reply_to_public
 from app.webhooks.schemas import (
     WebhookDeliveryAttemptResponse,
@@ -25,27 +25,28 @@ from app.webhooks.schemas import (
 )
 
 
-class Shape(BaseModel):
-    id: str
-    tags: list[str]
-    created_at: str
-
-
-def test_fields_in_the_models_order_with_conversions_in_place() -> None:
-    to_public = public_shape(Shape, tags=lambda tags: tags or [])
+def test_fields_in_the_entries_order_with_conversions_in_place() -> None:
+    to_public = compile_serializer(
+        "Shape",
+        [
+            ("id", "id", None),
+            ("tags", "tags", lambda tags: tags or []),
+            ("created_at", "created_at", None),
+        ],
+    )
     now = datetime.now(UTC)
     row = SimpleNamespace(id="a", tags=None, created_at=now, secret="never")
     shape = to_public(row)
     assert list(shape.items()) == [("id", "a"), ("tags", []), ("created_at", now)]
 
 
-def test_a_single_field_model_and_an_unknown_conversion() -> None:
-    class One(BaseModel):
-        id: str
-
-    assert public_shape(One)(SimpleNamespace(id="x")) == {"id": "x"}
-    with pytest.raises(ValueError, match="no field"):
-        public_shape(One, name=str)
+def test_a_renamed_field_a_whole_row_value_and_a_name_that_is_no_identifier() -> None:
+    to_public = compile_serializer(
+        "One", [("type", "kind", None), ("both", "", lambda row: f"{row.kind}/{row.id}")]
+    )
+    assert to_public(SimpleNamespace(id="x", kind="text")) == {"type": "text", "both": "text/x"}
+    with pytest.raises(ValueError, match="not an identifier"):
+        compile_serializer("Bad", [("a-b", "a", None)])
 
 
 CONTACT_OPT_OUT_COLUMNS = {"marketing_opt_out_at": None, "marketing_opt_out_source": None}
@@ -90,15 +91,20 @@ def test_conversions_of_the_derived_serializers() -> None:
     webhook = _row(WebhookSubscriptionResponse)
     webhook.events = ("lead.created",)
     assert webhook_to_public(webhook)["events"] == ["lead.created"]
-    ticket = _row(TicketResponse)
-    ticket.contact = SimpleNamespace(
-        id="c", name="Ada", phone_number="+1", tags=["x"], notes=None, custom_fields=None, secret=1
+    ticket = _row(
+        TicketResponse,
+        contact_name="Ada",
+        contact_phone_number="+1",
+        contact_tags=None,
+        contact_notes=None,
+        contact_custom_fields=None,
     )
+    # The contact's brief comes from the joined contact's labelled columns.
     assert ticket_to_public(ticket)["contact"] == {
-        "id": "c",
+        "id": "contact_id-value",
         "name": "Ada",
         "phone_number": "+1",
-        "tags": ["x"],
+        "tags": [],
         "notes": None,
         "custom_fields": None,
     }
