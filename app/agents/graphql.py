@@ -1,13 +1,12 @@
 """Agent types and fields; each field calls one agents service operation.
 
-`Agent` is the REST list item (the get-agent shape plus agentType, timezone, isActive) and
-organizationId. Inputs mirror the REST bodies field for field, nested objects included, and
-are validated by the same pydantic models, so rules and messages are the same.
+`Agent` is the agent's shape (app/agents/schemas.py), every field of its REST bodies; rows
+serve it as they are. Inputs mirror the REST bodies field for field, nested objects included,
+and are validated by the same pydantic models, so rules and messages are the same.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import strawberry
@@ -15,42 +14,10 @@ from strawberry.scalars import JSON
 
 from app.access.scopes import Scope
 from app.agents import service
-from app.agents.schemas import AgentCreate, AgentUpdate, agent_to_list_item
+from app.agents.schemas import AGENT, Agent, AgentCreate, AgentUpdate
 from app.graphql.pagination import Connection
 from app.graphql.resource import DomainMutations, list_field, node_field
 from app.kit.errors import InvalidInput, NotFound
-
-
-@strawberry.type(description="How the agent speaks and thinks.")
-class AgentConfiguration:
-    language: str = strawberry.field(description="BCP-47 tag, e.g. en-US")
-    voice: str | None = strawberry.field(
-        description="voice_settings.voice_id; null until a voice is set"
-    )
-    model: str
-    temperature: float = strawberry.field(description="0.0 to 1.0")
-
-
-@strawberry.type
-class Agent:
-    id: strawberry.ID
-    organization_id: str
-    name: str
-    agent_type: str = strawberry.field(description="prompt or static")
-    timezone: str
-    status: str = strawberry.field(description="active, inactive or training")
-    is_active: str = strawberry.field(description="active or inactive (a string, as in REST)")
-    description: str | None = strawberry.field(
-        description="The system prompt; null when none is set"
-    )
-    configuration: AgentConfiguration
-    tasks: list[str] = strawberry.field(
-        description="Capability names: book_appointment, custom tool names, "
-        "MCP tools as server.tool (server.* for every tool of a server)"
-    )
-    created_at: datetime
-    updated_at: datetime
-
 
 AgentConnection = Connection[Agent]
 
@@ -120,21 +87,7 @@ class AgentUpdateInput:
 
 
 def as_agent(value: Any) -> Agent:
-    item = agent_to_list_item(value)
-    return Agent(
-        id=strawberry.ID(item["id"]),
-        organization_id=value.organization_id,
-        name=item["name"],
-        agent_type=item["agent_type"],
-        timezone=item["timezone"],
-        status=item["status"],
-        is_active=item["is_active"],
-        description=item["description"],
-        configuration=AgentConfiguration(**item["configuration"]),
-        tasks=item["tasks"],
-        created_at=item["created_at"],
-        updated_at=item["updated_at"],
-    )
+    return AGENT.as_graphql(value)
 
 
 AGENTS = DomainMutations(

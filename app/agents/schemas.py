@@ -1,20 +1,25 @@
-"""Agent inputs shared by REST and GraphQL, and the three public shapes of docs/api.md.
+"""Agent inputs shared by REST and GraphQL, and the public shape of an agent, declared once
+(app/kit/shape.py), with the three REST bodies of docs/api.md derived from it.
 
-An agent has two shapes: create/update answer the "create shape" (`is_active` as
-the string `active`/`inactive`), get answers the "get-agent shape" (`status`, `description`,
-`configuration`, `tasks`); the list (docs/api.md) uses the get-agent shape plus `agent_type`,
-`timezone` and `is_active`.
+Create/update answer the "create shape" (`is_active` as the string `active`/`inactive`), get
+answers the "get-agent shape" (`status`, `description`, `configuration`, `tasks`); the list
+(docs/api.md) uses the get-agent shape plus `agent_type`, `timezone` and `is_active`. GraphQL's
+`Agent` shows every field of the three.
 """
 
 from __future__ import annotations
 
 import zoneinfo
+from datetime import datetime
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from app.agents import models
 from app.agents.config import AgentConfig, capability_names, configuration_summary
+from app.kit.shape import SAME, Rest, Shape, column, computed
 from app.kit.validation import DisplayName
 
 AgentType = Literal["prompt", "static"]
@@ -136,19 +141,6 @@ class AgentUpdate(BaseModel):
         return handler(value)
 
 
-class AgentResponse(BaseModel):
-    """The create/update shape; documents the OpenAPI schema. Runtime uses `agent_to_public`."""
-
-    id: str
-    name: str
-    organization_id: str
-    timezone: str
-    agent_type: AgentType
-    is_active: ActiveFlag
-    created_at: str
-    updated_at: str
-
-
 class AgentConfigurationResponse(BaseModel):
     language: str
     voice: str | None = Field(description="voice_settings.voice_id; null until a voice is set")
@@ -156,25 +148,16 @@ class AgentConfigurationResponse(BaseModel):
     temperature: float = Field(ge=0.0, le=1.0)
 
 
-class AgentDetailResponse(BaseModel):
-    """The get-agent shape."""
+@strawberry.type(description="How the agent speaks and thinks.")
+class AgentConfiguration:
+    """The summary of an agent's `config` (app/agents/config.py, `configuration_summary`)."""
 
-    id: str
-    name: str
-    status: AgentStatus
-    description: str | None = Field(description="The system prompt; null when none is set")
-    created_at: str
-    updated_at: str
-    configuration: AgentConfigurationResponse
-    tasks: list[str]
-
-
-class AgentListItemResponse(AgentDetailResponse):
-    """`GET /agents` items: the get-agent shape plus agent_type, timezone and is_active."""
-
-    agent_type: AgentType
-    timezone: str
-    is_active: ActiveFlag
+    language: str = strawberry.field(description="BCP-47 tag, e.g. en-US")
+    voice: str | None = strawberry.field(
+        description="voice_settings.voice_id; null until a voice is set"
+    )
+    model: str
+    temperature: float = strawberry.field(description="0.0 to 1.0")
 
 
 def active_flag(status: str) -> str:
@@ -182,40 +165,125 @@ def active_flag(status: str) -> str:
     return ACTIVE if status == ACTIVE else INACTIVE
 
 
-def agent_to_public(agent: Any) -> dict[str, Any]:
-    """The create/update shape of an agent row or entity, for app.core.jsonutil.dumps."""
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "organization_id": agent.organization_id,
-        "timezone": agent.timezone,
-        "agent_type": agent.agent_type,
-        "is_active": active_flag(agent.status),
-        # datetimes stay objects: orjson writes them as ISO 8601 with a Z.
-        "created_at": agent.created_at,
-        "updated_at": agent.updated_at,
-    }
+def _is_active(root: strawberry.Parent[Any]) -> str:
+    return active_flag(root.status)
 
 
-def agent_to_detail(agent: Any) -> dict[str, Any]:
-    """The get-agent shape."""
-    config = agent.config or {}
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "status": agent.status,
-        "description": config.get("system_prompt"),
-        "created_at": agent.created_at,
-        "updated_at": agent.updated_at,
-        "configuration": configuration_summary(config),
-        "tasks": capability_names(config),
-    }
+def _is_active_of(agent: Any) -> str:
+    return active_flag(agent.status)
 
 
-def agent_to_list_item(agent: Any) -> dict[str, Any]:
-    return {
-        **agent_to_detail(agent),
-        "agent_type": agent.agent_type,
-        "timezone": agent.timezone,
-        "is_active": active_flag(agent.status),
-    }
+def _description_of(agent: Any) -> str | None:
+    system_prompt: str | None = (agent.config or {}).get("system_prompt")
+    return system_prompt
+
+
+def _description(root: strawberry.Parent[Any]) -> str | None:
+    return _description_of(root)
+
+
+def _configuration_of(agent: Any) -> dict[str, Any]:
+    return configuration_summary(agent.config or {})
+
+
+def _configuration(root: strawberry.Parent[Any]) -> AgentConfiguration:
+    return AgentConfiguration(**_configuration_of(root))
+
+
+def _tasks_of(agent: Any) -> list[str]:
+    return capability_names(agent.config or {})
+
+
+def _tasks(root: strawberry.Parent[Any]) -> list[str]:
+    return _tasks_of(root)
+
+
+@strawberry.type
+class Agent:
+    """The public shape of an agent, declared once (app/kit/shape.py): GraphQL's type, and
+    the three REST bodies below."""
+
+    id: strawberry.ID = column(models.Agent.id, as_type=strawberry.ID)
+    organization_id: str = column(models.Agent.organization_id)
+    name: str = column(models.Agent.name)
+    agent_type: str = column(
+        models.Agent.agent_type,
+        description="prompt or static",
+        rest=Rest(annotation=AgentType),
+    )
+    timezone: str = column(models.Agent.timezone)
+    status: str = column(
+        models.Agent.status,
+        description="active, inactive or training",
+        rest=Rest(annotation=AgentStatus),
+    )
+    is_active: str = computed(
+        _is_active,
+        sources=(models.Agent.status,),
+        description="active or inactive (a string, as in REST)",
+        rest=Rest(annotation=ActiveFlag, value=_is_active_of),
+    )
+    description: str | None = computed(
+        _description,
+        sources=(models.Agent.config,),
+        description="The system prompt; null when none is set",
+        rest=Rest(description=SAME, value=_description_of),
+    )
+    configuration: AgentConfiguration = computed(
+        _configuration,
+        sources=(models.Agent.config,),
+        rest=Rest(annotation=AgentConfigurationResponse, value=_configuration_of),
+    )
+    tasks: list[str] = computed(
+        _tasks,
+        sources=(models.Agent.config,),
+        description="Capability names: book_appointment, custom tool names, "
+        "MCP tools as server.tool (server.* for every tool of a server)",
+        rest=Rest(value=_tasks_of),
+    )
+    created_at: datetime = column(models.Agent.created_at)
+    updated_at: datetime = column(models.Agent.updated_at)
+
+
+# The create/update shape (the shape's main REST body).
+AGENT = Shape(
+    Agent,
+    rest_name="AgentResponse",
+    rest_doc="The create/update shape; documents the OpenAPI schema. Runtime uses "
+    "`agent_to_public`.",
+    rest_fields=(
+        "id",
+        "name",
+        "organization_id",
+        "timezone",
+        "agent_type",
+        "is_active",
+        "created_at",
+        "updated_at",
+    ),
+)
+AgentResponse = AGENT.rest_model
+agent_to_public = AGENT.to_public
+
+_DETAIL_FIELDS = (
+    "id",
+    "name",
+    "status",
+    "description",
+    "created_at",
+    "updated_at",
+    "configuration",
+    "tasks",
+)
+# The get-agent shape.
+AGENT_DETAIL = AGENT.rest_view("AgentDetailResponse", _DETAIL_FIELDS, "The get-agent shape.")
+AgentDetailResponse = AGENT_DETAIL.rest_model
+agent_to_detail = AGENT_DETAIL.to_public
+# `GET /agents` items: the get-agent shape plus agent_type, timezone and is_active.
+AGENT_LIST_ITEM = AGENT.rest_view(
+    "AgentListItemResponse",
+    (*_DETAIL_FIELDS, "agent_type", "timezone", "is_active"),
+    "`GET /agents` items: the get-agent shape plus agent_type, timezone and is_active.",
+)
+AgentListItemResponse = AGENT_LIST_ITEM.rest_model
+agent_to_list_item = AGENT_LIST_ITEM.to_public

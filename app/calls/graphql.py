@@ -18,8 +18,9 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from app.access.scopes import Scope
-from app.agents.graphql import Agent, as_agent
+from app.agents.graphql import as_agent
 from app.agents.repository import AgentRepository
+from app.agents.schemas import Agent
 from app.calls import analysis, numbers, service, telephony, web
 from app.calls.schemas import (
     CALL_LOG,

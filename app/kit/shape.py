@@ -12,6 +12,9 @@ a renamed or retyped column is a type error where the shape names it. From the t
   differs: a field it leaves out, its own annotation, description or default);
 - `to_public`: the REST/event serializer (a dict in the REST model's order), and
   `rest_columns()` the columns it reads;
+- `rest_view(name, fields)`: another REST body of the same rows (some of the REST fields, in
+  its own order), its model and serializer, where a resource answers with several (agents;
+  `rest_fields=` then names the main model's fields);
 - `as_graphql`: a row or entity as the GraphQL type (rows of `columns()` are served as they
   are, so the fast paths of app/graphql read them directly; an entity of a shape with renamed
   fields is read as such a row).
@@ -185,6 +188,15 @@ def _rest_annotation(annotation: Any) -> Any:
     return annotation
 
 
+@dataclass(frozen=True, slots=True)
+class RestView:
+    """A REST body of a shape's rows: its model (OpenAPI) and serializer."""
+
+    rest_model: type[BaseModel]
+    to_public: Serializer
+    sources: tuple[Any, ...]  # the columns `to_public` reads
+
+
 class Shape(Generic[ShapeT]):
     """What the surfaces derive from one shape declaration (see the module's docstring)."""
 
@@ -195,8 +207,12 @@ class Shape(Generic[ShapeT]):
         rest_name: str,
         rest_doc: str | None = None,
         rest_order: Sequence[str] | None = None,
+        rest_fields: Sequence[str] | None = None,
         rest_only: Sequence[tuple[str, QueryableAttribute[Any], Rest]] = (),
     ) -> None:
+        """`rest_order`: the REST model's order of all its fields, where GraphQL's differs.
+        `rest_fields`: the REST model's fields, in order, where it shows only some (a
+        resource with several REST bodies of one row names the others with `rest_view`)."""
         self.graphql_type = graphql_type
         hints = typing.get_type_hints(graphql_type, include_extras=True)
         self._specs: dict[str, _Spec] = {}
@@ -224,22 +240,55 @@ class Shape(Generic[ShapeT]):
                 raise ValueError(f"{graphql_type.__name__}: REST-only {name} needs an annotation")
             rest.append((name, options, _Spec((source,), source.key, options)))
             self._rest_only_columns.append(source)
+        if rest_order is not None and rest_fields is not None:
+            raise ValueError(f"{graphql_type.__name__}: rest_order or rest_fields, not both")
+        self._rest_entries = {entry[0]: entry for entry in rest}
         if rest_order is not None:
-            by_name = {entry[0]: entry for entry in rest}
-            if sorted(by_name) != sorted(rest_order):
+            if sorted(self._rest_entries) != sorted(rest_order):
                 raise ValueError(f"rest_order of {graphql_type.__name__} names other fields")
-            rest = [by_name[name] for name in rest_order]
+            rest = [self._rest_entries[name] for name in rest_order]
+        if rest_fields is not None:
+            rest = self._rest_fields(rest_fields)
+        self._hints = hints
+        self._graphql_fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
+        main = self._rest_body(rest_name, rest_doc, rest)
+        self.rest_model: type[BaseModel] = main.rest_model
+        self.to_public: Serializer = main.to_public
+        self._rest_sources = main.sources
+        # Renamed fields: rows of columns() carry the public name too; entities only the
+        # model's (as_graphql reads them as such a row).
+        self._renamed = any(
+            spec.source is not None and spec.source != name for name, spec in self._specs.items()
+        )
+        self._attributes = tuple((label, source.key) for label, source in self._pairs())
+
+    def rest_view(self, rest_name: str, fields: Sequence[str], doc: str | None = None) -> RestView:
+        """Another REST body of the same row: the shape's REST fields `fields`, in that
+        order (each as the shape's REST side declares it), as a model and its serializer."""
+        return self._rest_body(rest_name, doc, self._rest_fields(fields))
+
+    def _rest_fields(self, fields: Sequence[str]) -> list[tuple[str, Rest, _Spec]]:
+        unknown = [name for name in fields if name not in self._rest_entries]
+        if unknown or len(set(fields)) != len(fields):
+            raise ValueError(
+                f"{self.graphql_type.__name__}: REST fields {list(fields)} name a field twice "
+                f"or one REST does not show ({unknown})"
+            )
+        return [self._rest_entries[name] for name in fields]
+
+    def _rest_body(
+        self, rest_name: str, rest_doc: str | None, rest: Sequence[tuple[str, Rest, _Spec]]
+    ) -> RestView:
         definitions: dict[str, Any] = {}
         entries: list[tuple[str, str, Callable[[Any], Any] | None]] = []
         rest_sources: dict[str, Any] = {}  # the columns the serializer reads, by key
-        graphql_fields = {f.name: f for f in dataclasses.fields(graphql_type)}  # type: ignore[arg-type]
         for name, options, spec in rest:
             annotation = options.annotation
             if annotation is None:
-                annotation = _rest_annotation(hints[name])
+                annotation = _rest_annotation(self._hints[name])
             description = options.description
             if description is SAME:
-                description = graphql_fields[name].description  # type: ignore[attr-defined]
+                description = self._graphql_fields[name].description  # type: ignore[attr-defined]
             field_args: dict[str, Any] = dict(options.constraints or {})
             if description is not None:
                 field_args["description"] = description
@@ -252,21 +301,17 @@ class Shape(Generic[ShapeT]):
                 entries.append((name, "", options.value))
             elif spec.source is None:
                 raise ValueError(
-                    f"{graphql_type.__name__}.{name}: a computed REST field needs value"
+                    f"{self.graphql_type.__name__}.{name}: a computed REST field needs value"
                 )
             else:
                 entries.append((name, spec.source, options.convert))
-        self.rest_model: type[BaseModel] = create_model(
-            rest_name, __doc__=rest_doc, __module__=graphql_type.__module__, **definitions
+        model = create_model(
+            rest_name,
+            __doc__=rest_doc,
+            __module__=self.graphql_type.__module__,
+            **definitions,
         )
-        self.to_public: Serializer = compile_serializer(rest_name, entries)
-        self._rest_sources = tuple(rest_sources.values())
-        # Renamed fields: rows of columns() carry the public name too; entities only the
-        # model's (as_graphql reads them as such a row).
-        self._renamed = any(
-            spec.source is not None and spec.source != name for name, spec in self._specs.items()
-        )
-        self._attributes = tuple((label, source.key) for label, source in self._pairs())
+        return RestView(model, compile_serializer(rest_name, entries), tuple(rest_sources.values()))
 
     def _pairs(self, extra: Sequence[Any] = ()) -> list[tuple[str, Any]]:
         pairs: list[tuple[str, Any]] = []

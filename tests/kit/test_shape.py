@@ -278,3 +278,22 @@ def test_a_deprecated_column_and_a_computed_field_from_a_labelled_column() -> No
 
     sdl = str(strawberry.Schema(query=Query))
     assert 'oldKind: String! @deprecated(reason: "Use kind")' in sdl
+
+
+def test_rest_fields_and_views_are_bodies_of_one_row() -> None:
+    brief = Shape(WidgetType, rest_name="WidgetBrief", rest_fields=("kind", "id"))
+    detail = brief.rest_view("WidgetDetail", ("id", "full_name", "tags"), "A widget's detail.")
+    row = SimpleNamespace(
+        id="w1", organization_id="o", kind="a", tags=None, first="Ada", last="L", secret="x"
+    )
+    assert list(brief.rest_model.model_fields) == ["kind", "id"]
+    assert brief.to_public(row) == {"kind": "a", "id": "w1"}
+    assert detail.rest_model.__name__ == "WidgetDetail"
+    assert detail.rest_model.__doc__ == "A widget's detail."
+    assert detail.to_public(row) == {"id": "w1", "full_name": "Ada L", "tags": []}
+    # The columns a row is selected with stay the shape's: every view reads from them.
+    assert [column.key for column in brief.columns()] == [column.key for column in WIDGET.columns()]
+    with pytest.raises(ValueError, match="first"):
+        brief.rest_view("Nope", ("id", "first"))  # GraphQL only
+    with pytest.raises(ValueError, match="not both"):
+        Shape(WidgetType, rest_name="W", rest_order=("id",), rest_fields=("id",))
