@@ -1,4 +1,5 @@
-"""Agent test types and fields; each field calls one agent tests service operation."""
+"""Agent test types and fields; each field calls one agent tests service operation. A run's
+type is its shape (app/agent_tests/schemas.py); rows serve it as they are."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from strawberry.types import Info
 
 from app.access.scopes import Scope
 from app.agent_tests import service
-from app.agent_tests.schemas import AgentTestCreate, run_to_public
+from app.agent_tests.schemas import RUN, AgentTestCreate, AgentTestRun
 from app.engine.limits import ConversationLimits
 from app.graphql.context import Context
 from app.graphql.pagination import Connection, connection
@@ -18,68 +19,11 @@ from app.graphql.permissions import requires
 from app.graphql.resource import DomainMutations, Payload, node_field
 from app.kit.errors import InvalidInput, NotFound, RateLimited
 
-
-@strawberry.type(description="A usage report: tokens in and out.")
-class TokenUsage:
-    input_tokens: int
-    output_tokens: int
-
-
-@strawberry.type(
-    description="A scripted conversation played against an agent in test mode, and its verdict."
-)
-class AgentTestRun:
-    id: strawberry.ID
-    agent_id: str
-    name: str | None
-    status: str = strawberry.field(description="queued, running, passed, failed or error")
-    livemode: bool
-    turns: list[str]
-    tool_mocks: JSON
-    expectations: JSON
-    results: JSON = strawberry.field(description="Per expectation: index, type, passed, detail")
-    transcript: JSON = strawberry.field(description="role, text, tool_calls, action per entry")
-    error: JSON | None = strawberry.field(description="code, message, provider, status")
-    provider: str | None
-    model: str | None
-    usage: TokenUsage
-    cost: float
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    updated_at: str
-
-
 AgentTestRunConnection = Connection[AgentTestRun]
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
 def as_run(row: Any) -> AgentTestRun:
-    public = run_to_public(row)
-    return AgentTestRun(
-        id=strawberry.ID(public["id"]),
-        agent_id=public["agent_id"],
-        name=public["name"],
-        status=public["status"],
-        livemode=public["livemode"],
-        turns=public["turns"],
-        tool_mocks=public["tool_mocks"],
-        expectations=public["expectations"],
-        results=public["results"],
-        transcript=public["transcript"],
-        error=public["error"],
-        provider=public["provider"],
-        model=public["model"],
-        usage=TokenUsage(**public["usage"]),
-        cost=public["cost"],
-        created_at=_text(public["created_at"]) or "",
-        started_at=_text(public["started_at"]),
-        finished_at=_text(public["finished_at"]),
-        updated_at=_text(public["updated_at"]) or "",
-    )
+    return RUN.as_graphql(row)
 
 
 @strawberry.input(description="What the test says and checks; see the REST body.")

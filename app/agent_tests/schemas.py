@@ -1,4 +1,5 @@
-"""Agent test inputs (REST and GraphQL), the evaluation of expectations, and the public shape.
+"""Agent test inputs (REST and GraphQL), the evaluation of expectations, and the public shape
+of a run, declared once (app/kit/shape.py).
 
 A test is user turns played in order, tool results mocked by tool name (a mocked tool never
 runs: no HTTP call, no MCP server, no calendar), and expectations checked on what the agent
@@ -7,12 +8,18 @@ did. docs/api.md, "Agent tests", has the full rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
+import strawberry
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from strawberry.scalars import JSON
 
+from app.agent_tests import models
 from app.agents.config import ToolName
 from app.core.jsonutil import dumps
+from app.kit.shape import SAME, Rest, Shape, column, computed
 from app.kit.validation import NOT_BLANK_PATTERN
 
 RunStatus = Literal["queued", "running", "passed", "failed", "error"]
@@ -90,61 +97,170 @@ class AgentTestCreate(BaseModel):
         return self.model_dump(mode="json", exclude={"name"})
 
 
-class AgentTestRunResponse(BaseModel):
-    """The REST shape of a run."""
-
-    id: str
-    object: Literal["agent_test_run"]
-    agent_id: str
-    name: str | None
-    status: RunStatus
-    livemode: bool
-    turns: list[str]
-    tool_mocks: dict[str, Any]
-    expectations: list[dict[str, Any]]
-    results: list[dict[str, Any]] = Field(
-        description="Per expectation: index, type, passed, detail"
-    )
-    transcript: list[dict[str, Any]] = Field(
-        description="role (user | agent), text, tool_calls, action"
-    )
-    error: dict[str, Any] | None = Field(
-        description="Why the run could not finish: code, message, provider, status"
-    )
-    provider: str | None
-    model: str | None
-    usage: dict[str, int]
-    cost: float
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    updated_at: str
+@strawberry.type(description="A usage report: tokens in and out.")
+class TokenUsage:
+    input_tokens: int
+    output_tokens: int
 
 
-def run_to_public(run: Any) -> dict[str, Any]:
-    spec = run.spec or {}
-    return {
-        "id": run.id,
-        "object": "agent_test_run",
-        "agent_id": run.agent_id,
-        "name": run.name,
-        "status": run.status,
-        "livemode": run.livemode,
-        "turns": spec.get("turns", []),
-        "tool_mocks": spec.get("tool_mocks", {}),
-        "expectations": spec.get("expectations", []),
-        "results": run.results or [],
-        "transcript": run.transcript or [],
-        "error": run.error,
-        "provider": run.provider,
-        "model": run.model,
-        "usage": {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens},
-        "cost": float(run.cost or 0.0),
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "updated_at": run.updated_at,
-    }
+def _spec_part(name: str, empty: Any) -> Callable[[Any], Any]:
+    """A part of the stored request (`spec`: turns, tool_mocks, expectations)."""
+
+    def part(run: Any) -> Any:
+        return (run.spec or {}).get(name, empty)
+
+    return part
+
+
+_turns_of = _spec_part("turns", [])
+_tool_mocks_of = _spec_part("tool_mocks", {})
+_expectations_of = _spec_part("expectations", [])
+
+
+def _turns(root: strawberry.Parent[Any]) -> list[str]:
+    turns: list[str] = _turns_of(root)
+    return turns
+
+
+def _tool_mocks(root: strawberry.Parent[Any]) -> JSON:
+    return JSON(_tool_mocks_of(root))
+
+
+def _expectations(root: strawberry.Parent[Any]) -> JSON:
+    return JSON(_expectations_of(root))
+
+
+def _usage_of(run: Any) -> dict[str, int]:
+    return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens}
+
+
+def _usage(root: strawberry.Parent[Any]) -> TokenUsage:
+    return TokenUsage(**_usage_of(root))
+
+
+def _or_empty(values: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return values or []
+
+
+def _amount(cost: float | None) -> float:
+    return float(cost or 0.0)
+
+
+def _text(moment: datetime) -> str:
+    """A timestamp as GraphQL shows a run's: ISO 8601 text, UTC written `Z`."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _optional_text(moment: datetime | None) -> str | None:
+    return None if moment is None else _text(moment)
+
+
+def _object(_run: Any) -> str:
+    return "agent_test_run"
+
+
+@strawberry.type(
+    description="A scripted conversation played against an agent in test mode, and its verdict."
+)
+class AgentTestRun:
+    """The public shape of a run, declared once (app/kit/shape.py)."""
+
+    id: strawberry.ID = column(models.AgentTestRun.id, as_type=strawberry.ID)
+    agent_id: str = column(models.AgentTestRun.agent_id)
+    name: str | None = column(models.AgentTestRun.name)
+    status: str = column(
+        models.AgentTestRun.status,
+        description="queued, running, passed, failed or error",
+        rest=Rest(annotation=RunStatus),
+    )
+    livemode: bool = column(models.AgentTestRun.livemode)
+    turns: list[str] = computed(
+        _turns, sources=(models.AgentTestRun.spec,), rest=Rest(value=_turns_of)
+    )
+    tool_mocks: JSON = computed(
+        _tool_mocks,
+        sources=(models.AgentTestRun.spec,),
+        rest=Rest(annotation=dict[str, Any], value=_tool_mocks_of),
+    )
+    expectations: JSON = computed(
+        _expectations,
+        sources=(models.AgentTestRun.spec,),
+        rest=Rest(annotation=list[dict[str, Any]], value=_expectations_of),
+    )
+    results: JSON = column(
+        models.AgentTestRun.results,
+        as_type=JSON,
+        description="Per expectation: index, type, passed, detail",
+        rest=Rest(annotation=list[dict[str, Any]], description=SAME, convert=_or_empty),
+    )
+    transcript: JSON = column(
+        models.AgentTestRun.transcript,
+        as_type=JSON,
+        description="role, text, tool_calls, action per entry",
+        rest=Rest(
+            annotation=list[dict[str, Any]],
+            description="role (user | agent), text, tool_calls, action",
+            convert=_or_empty,
+        ),
+    )
+    error: JSON | None = column(
+        models.AgentTestRun.error,
+        as_type=JSON,
+        description="code, message, provider, status",
+        rest=Rest(
+            annotation=dict[str, Any] | None,
+            description="Why the run could not finish: code, message, provider, status",
+        ),
+    )
+    provider: str | None = column(models.AgentTestRun.provider)
+    model: str | None = column(models.AgentTestRun.model)
+    usage: TokenUsage = computed(
+        _usage,
+        sources=(models.AgentTestRun.input_tokens, models.AgentTestRun.output_tokens),
+        rest=Rest(annotation=dict[str, int], value=_usage_of),
+    )
+    cost: float = column(
+        models.AgentTestRun.cost, graphql_convert=_amount, rest=Rest(convert=_amount)
+    )
+    # GraphQL shows a run's timestamps as text; REST as every timestamp.
+    created_at: str = column(models.AgentTestRun.created_at, graphql_convert=_text)
+    started_at: str | None = column(models.AgentTestRun.started_at, graphql_convert=_optional_text)
+    finished_at: str | None = column(
+        models.AgentTestRun.finished_at, graphql_convert=_optional_text
+    )
+    updated_at: str = column(models.AgentTestRun.updated_at, graphql_convert=_text)
+
+
+RUN = Shape(
+    AgentTestRun,
+    rest_name="AgentTestRunResponse",
+    rest_doc="The REST shape of a run.",
+    rest_only=(("object", None, Rest(annotation=Literal["agent_test_run"], value=_object)),),
+    rest_order=(
+        "id",
+        "object",
+        "agent_id",
+        "name",
+        "status",
+        "livemode",
+        "turns",
+        "tool_mocks",
+        "expectations",
+        "results",
+        "transcript",
+        "error",
+        "provider",
+        "model",
+        "usage",
+        "cost",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "updated_at",
+    ),
+)
+AgentTestRunResponse = RUN.rest_model  # documents OpenAPI (Operation.response_model)
+run_to_public = RUN.to_public  # REST bodies
 
 
 def evaluate(

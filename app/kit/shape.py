@@ -24,7 +24,9 @@ The GraphQL type of a domain may extend the shape (`class Contact(ContactShape)`
 (loaders, other domains' types); those are GraphQL-only and REST never sees them. One shown
 among the shape's fields rather than after them has its place held in the shape by
 `linked(...)`, and the subclass declares it again (a redeclared field keeps its place). A
-column only REST shows is `rest_only`; a REST field order unlike GraphQL's is `rest_order`.
+column only REST shows is `rest_only` (with no column, a value such as a constant `object`);
+a REST field order unlike GraphQL's is `rest_order`. A column GraphQL shows converted (a
+timestamp as text) is `column(..., graphql_convert=fn)`.
 docs/architecture.md ("One declaration per resource shape") tells the whole design.
 """
 
@@ -127,21 +129,53 @@ def column(
 ) -> U: ...
 
 
+@overload
+def column(
+    source: QueryableAttribute[T],
+    *,
+    graphql_convert: Callable[[T], U],
+    description: str | None = None,
+    deprecation_reason: str | None = None,
+    rest: Rest = Rest(),
+) -> U: ...
+
+
 def column(
     source: QueryableAttribute[Any],
     *,
     as_type: Callable[[Any], Any] | None = None,
+    graphql_convert: Callable[[Any], Any] | None = None,
     description: str | None = None,
     deprecation_reason: str | None = None,
     rest: Rest = Rest(),
 ) -> Any:
     """A field showing the model column `source` (its type is checked against the annotation;
     `as_type=strawberry.ID` or `JSON` where GraphQL shows the value as such a scalar).
-    `deprecation_reason`: GraphQL marks the field deprecated (a name kept for old clients)."""
+    `graphql_convert`: GraphQL shows the column's value through it (a timestamp GraphQL
+    writes as text), REST as it is (or through `rest.convert`); the field is then checked
+    against the conversion's result. `deprecation_reason`: GraphQL marks the field
+    deprecated (a name kept for old clients)."""
     spec = _Spec((source,), source.key, rest)
+    if graphql_convert is not None:
+        return strawberry.field(
+            resolver=_converted(source.key, graphql_convert),
+            description=description,
+            deprecation_reason=deprecation_reason,
+            metadata={_KEY: spec, ROW_FUNCTION: True},
+        )
     return strawberry.field(
         description=description, deprecation_reason=deprecation_reason, metadata={_KEY: spec}
     )
+
+
+def _converted(key: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The resolver of a `graphql_convert` column: the row's `key` through `convert` (no
+    return annotation, so the field's own gives its GraphQL type)."""
+
+    def resolve(root):  # type: ignore[no-untyped-def]
+        return convert(getattr(root, key))
+
+    return resolve
 
 
 def computed(
@@ -208,7 +242,7 @@ class Shape(Generic[ShapeT]):
         rest_doc: str | None = None,
         rest_order: Sequence[str] | None = None,
         rest_fields: Sequence[str] | None = None,
-        rest_only: Sequence[tuple[str, QueryableAttribute[Any], Rest]] = (),
+        rest_only: Sequence[tuple[str, QueryableAttribute[Any] | None, Rest]] = (),
     ) -> None:
         """`rest_order`: the REST model's order of all its fields, where GraphQL's differs.
         `rest_fields`: the REST model's fields, in order, where it shows only some (a
@@ -234,10 +268,18 @@ class Shape(Generic[ShapeT]):
         # The GraphQL types `served_as` has checked against the shape.
         self._extensions: set[type] = set()
         rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
-        # REST-only fields: a column GraphQL does not show (its annotation given in Rest).
+        # REST-only fields: a column GraphQL does not show (its annotation given in Rest), or
+        # with no column (None) a value of `Rest.value` (a constant such as `object`).
         for name, source, options in rest_only:
             if options.annotation is None:
                 raise ValueError(f"{graphql_type.__name__}: REST-only {name} needs an annotation")
+            if source is None:
+                if options.value is None:
+                    raise ValueError(
+                        f"{graphql_type.__name__}: REST-only {name} without a column needs value"
+                    )
+                rest.append((name, options, _Spec((), None, options)))
+                continue
             rest.append((name, options, _Spec((source,), source.key, options)))
             self._rest_only_columns.append(source)
         if rest_order is not None and rest_fields is not None:

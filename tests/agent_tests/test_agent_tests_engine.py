@@ -198,6 +198,38 @@ async def test_offline_runs_their_verdicts_and_the_surfaces(engine: Engine) -> N
 
     await eventually(done, 20.0)
     assert seen["status"] == "passed"
+    # GraphQL shows every field of the REST body (`object` aside), timestamps as the text
+    # REST writes, `usage` in camel case.
+    fields = (
+        "id agentId name status livemode turns toolMocks expectations results transcript "
+        "error provider model usage { inputTokens outputTokens } cost createdAt startedAt "
+        "finishedAt updatedAt"
+    )
+    shown = (
+        await graphql(
+            engine.client,
+            f"query One($id: ID!) {{ agentTestRun(id: $id) {{ {fields} }} }}",
+            {"id": run_id},
+            tenant.headers,
+        )
+    )["data"]["agentTestRun"]
+    response = await engine.client.get(
+        f"/api/v1/agents/{agent_id}/tests/{run_id}", headers=tenant.headers
+    )
+    body = response.json()
+    assert body.pop("object") == "agent_test_run"
+    usage = body.pop("usage")
+    assert shown.pop("usage") == {
+        "inputTokens": usage["input_tokens"],
+        "outputTokens": usage["output_tokens"],
+    }
+    camel = {
+        "".join(w.capitalize() if i else w for i, w in enumerate(k.split("_"))): v
+        for k, v in body.items()
+    }
+    assert shown == camel
+    assert shown["turns"] == ["Bye!"]
+    assert shown["expectations"] == [{"type": "end"}]
     invalid = await graphql(
         engine.client,
         mutation,

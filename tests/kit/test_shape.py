@@ -297,3 +297,43 @@ def test_rest_fields_and_views_are_bodies_of_one_row() -> None:
         brief.rest_view("Nope", ("id", "first"))  # GraphQL only
     with pytest.raises(ValueError, match="not both"):
         Shape(WidgetType, rest_name="W", rest_order=("id",), rest_fields=("id",))
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@strawberry.type
+class StampedType:
+    id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+    created_at: str = column(Widget.created_at, graphql_convert=_stamp)
+
+
+@strawberry.type
+class StampedQuery:
+    item: StampedType
+
+
+STAMPED = Shape(
+    StampedType,
+    rest_name="StampedResponse",
+    rest_only=(("object", None, Rest(annotation=Literal["widget"], value=lambda _row: "widget")),),
+    rest_order=("id", "object", "created_at"),
+)
+
+
+def test_a_constant_rest_field_and_a_column_graphql_converts() -> None:
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    row = SimpleNamespace(id="w1", created_at=moment)
+    # REST: the constant in its place, the column as it is (the encoder writes it).
+    assert STAMPED.to_public(row) == {"id": "w1", "object": "widget", "created_at": moment}
+    schema = STAMPED.rest_model.model_json_schema(mode="serialization")
+    assert schema["properties"]["object"]["const"] == "widget"
+    assert [column.key for column in STAMPED.columns()] == ["id", "created_at"]
+    # GraphQL: the converted value, read by the resolver as the fast paths read it.
+    result = strawberry.Schema(query=StampedQuery).execute_sync(
+        "{ item { id createdAt } }", root_value=SimpleNamespace(item=row)
+    )
+    assert result.data == {"item": {"id": "w1", "createdAt": "2026-01-02T03:04:05Z"}}
+    with pytest.raises(ValueError, match="needs value"):
+        Shape(StampedType, rest_name="N", rest_only=(("object", None, Rest(annotation=str)),))
