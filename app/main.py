@@ -17,6 +17,7 @@ from starlette.types import Scope
 
 from app.config import Settings, get_settings
 from app.cors import ApiCORS
+from app.engine import providers
 from app.graphql import view as graphql_view
 from app.graphql.ide import STATIC_DIR, STATIC_URL_PREFIX
 from app.graphql.view import GraphQLEndpoint
@@ -133,6 +134,9 @@ def create_app(
             if purged:
                 logger.info("purged expired idempotency records", count=purged)
             if owns_resources:
+                if settings.voice_serve_streams or background is not None:
+                    # This process runs conversations: their SDKs belong in the frozen heap.
+                    await providers.load_all()
                 tune_for_serving()
             async with AsyncExitStack() as stack:
                 if settings.voice_serve_streams:  # live calls' media streams end here too

@@ -24,10 +24,12 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app import main
 from app.auth.service import revoke_api_key
 from app.contacts.repository import ContactRepository
 from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
+from app.engine import providers
 from app.kit.collector import YOUNG_GC_THRESHOLDS
 from app.kit.pagination import CursorParams
 from app.main import create_app
@@ -91,6 +93,33 @@ async def test_the_deployment_has_a_read_pool_and_caches_keys(
         first = (await session.execute(text("SELECT txid_current()"))).scalar_one()
         second = (await session.execute(text("SELECT txid_current()"))).scalar_one()
     assert first != second
+
+
+@pytest.mark.parametrize("runs_conversations", [True, False])
+async def test_a_server_that_runs_conversations_imports_the_llm_sdks_before_freezing_its_heap(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs_conversations: bool
+) -> None:
+    # Imported after gc.freeze(), the SDKs' objects competed with the first requests for the
+    # GIL and filled the young collections the freeze is there to keep empty.
+    steps: list[str] = []
+    import_all, freeze = providers._import_all, main.tune_for_serving
+
+    def recorded_import() -> None:
+        import_all()
+        steps.append("SDKs imported")
+
+    def recorded_freeze() -> None:
+        steps.append("heap frozen")
+        freeze()
+
+    monkeypatch.setattr(providers, "_preload_started", False)
+    monkeypatch.setattr(providers, "_import_all", recorded_import)
+    monkeypatch.setattr(main, "tune_for_serving", recorded_freeze)
+    settings = make_settings(pg_url, tmp_path, voice_serve_streams=runs_conversations)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        expected = ["SDKs imported", "heap frozen"] if runs_conversations else ["heap frozen"]
+        assert steps == expected
 
 
 class StatementsThroughSQLAlchemy:

@@ -104,8 +104,7 @@ class CallLogPage:
     items: list[CallLog]
 
 
-def as_call_log(value: Any) -> CallLog:
-    return CALL_LOG.served_as(value, CallLog)
+as_call_log = CALL_LOG.serving(CallLog)
 
 
 def _invalid_argument(exc: RequestValidationFailed) -> GraphQLError:

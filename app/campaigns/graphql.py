@@ -75,8 +75,7 @@ class CampaignRecipient(CampaignRecipientShape):
     )
 
 
-def as_recipient(row: Any) -> CampaignRecipient:
-    return RECIPIENT.served_as(row, CampaignRecipient)
+as_recipient = RECIPIENT.serving(CampaignRecipient)
 
 
 CampaignRecipientConnection = Connection[CampaignRecipient]
@@ -205,8 +204,7 @@ class Campaign(CampaignShape):
         )
 
 
-def as_campaign(row: Any) -> Campaign:
-    return CAMPAIGN.served_as(row, Campaign)
+as_campaign = CAMPAIGN.serving(Campaign)
 
 
 @strawberry.type(description="A page of campaigns (page numbers, as REST's envelope A).")

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.access.subject import Subject
 from app.channels.models import Channel
 from app.consent.models import ConsentSettings
+from app.consent.repository import ConsentSettingsRepository
 from app.consent.schemas import ConsentSettingsUpdate, normalize_keyword
 from app.contacts.consent import record_marketing_consent
 from app.contacts.models import Contact
@@ -77,9 +77,7 @@ DEFAULTS = DefaultConsentSettings()
 
 
 async def _settings_of(session: AsyncSession, organization_id: str) -> Any:
-    stored = await session.scalar(
-        select(ConsentSettings).where(ConsentSettings.organization_id == organization_id)
-    )
+    stored = await ConsentSettingsRepository(session, organization_id).stored()
     return DEFAULTS if stored is None else stored
 
 
@@ -91,9 +89,7 @@ async def update_consent_settings(
     session: AsyncSession, subject: Subject, data: ConsentSettingsUpdate
 ) -> ConsentSettings:
     changes = data.changes()
-    stored = await session.scalar(
-        select(ConsentSettings).where(ConsentSettings.organization_id == subject.organization_id)
-    )
+    stored = await ConsentSettingsRepository(session, subject).stored()
     if stored is None:
         stored = ConsentSettings(
             organization_id=subject.organization_id,

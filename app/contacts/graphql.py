@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import Info
@@ -52,8 +50,7 @@ class ContactUpdateInput:
     do_not_call: bool | None = strawberry.UNSET
 
 
-def as_contact(value: Any) -> Contact:
-    return CONTACT.served_as(value, Contact)
+as_contact = CONTACT.serving(Contact)
 
 
 CONTACTS = DomainMutations(

@@ -52,8 +52,7 @@ class TicketCreateInput:
     )
 
 
-def as_ticket(row: Any) -> Ticket:
-    return TICKET.served_as(row, Ticket)
+as_ticket = TICKET.serving(Ticket)
 
 
 def open_ticket_loader(context: Context) -> DataLoader[str, Ticket | None]:

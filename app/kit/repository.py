@@ -24,7 +24,11 @@ scoped request wrote, a platform callback, login by e-mail, the simulated platfo
 tables) reads by that key: by primary key, or through the module functions beside each
 repository named for their key (`campaign_by_id`, `channels_for_phone_number_id`). What it then
 reads for that row's organization goes through the scope too (a dispatch run reads its
-campaign's channel and template through their repositories).
+campaign's channel and template through their repositories). Two jobs' bulk statements, which
+run thousands of times per organization they were given, name the organization as a bound
+parameter of their own instead: a contact import's per-chunk lookups and inserts
+(app/contact_imports/runner.py) and a webhook fan-out's prepared statements
+(app/webhooks/delivery.py).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ a renamed or retyped column is a type error where the shape names it. From the t
   fields is read as such a row).
 
 The GraphQL type of a domain may extend the shape (`class Contact(ContactShape)` in
-`graphql.py`, served by `served_as`) with resolver fields that need the GraphQL layer
+`graphql.py`, served by `serving`) with resolver fields that need the GraphQL layer
 (loaders, other domains' types); those are GraphQL-only and REST never sees them. One shown
 among the shape's fields rather than after them has its place held in the shape by
 `linked(...)`, and the subclass declares it again (a redeclared field keeps its place). A
@@ -200,7 +200,7 @@ def linked(*, sources: Sequence[QueryableAttribute[Any]] = ()) -> Any:
     """The place of a GraphQL-only field that needs the GraphQL layer (another domain's type,
     a loader) and shows among the shape's fields. The GraphQL type that extends the shape in
     `graphql.py` declares the field again, with its type and resolver, and it keeps this
-    place (`served_as` refuses a type that does not); `sources` are the columns its resolver
+    place (`serving` refuses a type that does not); `sources` are the columns its resolver
     reads (selected by `columns()`). Annotate it `object` in the shape."""
     spec = _Spec(tuple(sources), None, GRAPHQL_ONLY)
     return strawberry.field(metadata={_KEY: spec, _LINK: True})
@@ -265,7 +265,7 @@ class Shape(Generic[ShapeT]):
             for field in dataclasses.fields(graphql_type)  # type: ignore[arg-type]
             if field.metadata.get(_LINK)
         )
-        # The GraphQL types `served_as` has checked against the shape.
+        # The GraphQL types `serving` has checked against the shape.
         self._extensions: set[type] = set()
         rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
         # REST-only fields: a column GraphQL does not show (its annotation given in Rest), or
@@ -401,14 +401,14 @@ class Shape(Generic[ShapeT]):
         # each column's type against the field's where the shape declares it.
         return typing.cast(ShapeT, value)
 
-    def served_as(self, value: Any, graphql_type: type[GraphQLT]) -> GraphQLT:
-        """`as_graphql` for a GraphQL type that extends the shape with resolver fields of
-        the GraphQL layer (its fields beyond the shape's read nothing but `id`-like
-        attributes the shape declares)."""
+    def serving(self, graphql_type: type[GraphQLT]) -> Callable[[Any], GraphQLT]:
+        """`as_graphql` for a GraphQL type that extends the shape with resolver fields of the
+        GraphQL layer (its fields beyond the shape's read nothing but `id`-like attributes the
+        shape declares), checked here once: the function a list then calls per row."""
         if graphql_type not in self._extensions:
             self._check_extension(graphql_type)
             self._extensions.add(graphql_type)
-        return typing.cast(GraphQLT, self.as_graphql(value))
+        return typing.cast(Callable[[Any], GraphQLT], self.as_graphql)
 
     def _check_extension(self, graphql_type: type[Any]) -> None:
         if not issubclass(graphql_type, self.graphql_type):

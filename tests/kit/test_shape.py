@@ -184,7 +184,7 @@ def test_a_graphql_type_served_for_a_shape_must_extend_it() -> None:
         id: strawberry.ID
 
     with pytest.raises(TypeError, match="does not extend"):
-        WIDGET.served_as(SimpleNamespace(), Other)
+        WIDGET.serving(Other)
 
 
 @strawberry.type
@@ -218,7 +218,7 @@ def test_a_linked_field_keeps_its_place_and_its_columns_are_selected() -> None:
         @strawberry.field
         def linked(self) -> Linked:
             row = SimpleNamespace(id="w1", kind="a", first="Ada")
-            return LINKED.served_as(row, Linked)
+            return LINKED.serving(Linked)(row)
 
     schema = strawberry.Schema(Query)
     printed = schema.as_str()
@@ -241,7 +241,7 @@ def test_a_graphql_type_that_leaves_a_linked_field_undeclared_is_refused() -> No
         extra: str = "x"
 
     with pytest.raises(TypeError, match="does not declare kind_of"):
-        LINKED.served_as(SimpleNamespace(), Unlinked)
+        LINKED.serving(Unlinked)
 
 
 def _initials(root: strawberry.Parent[Any]) -> str:
