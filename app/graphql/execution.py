@@ -3,8 +3,8 @@
 graphql-core spends most of a list query's CPU per leaf field: building a ResolveInfo,
 calling Strawberry's resolver wrapper and walking complete_value. When every collected
 field of an object is "plain" (a resolver-less Strawberry field without arguments or
-field extensions, or a shape's `computed` field, whose resolver reads the row alone, of a
-scalar/enum type or a list of them, or `__typename`), the result
+field extensions, or a shape's field whose resolver reads the row alone, app/kit/shape.py,
+of a scalar/enum type or a list of them, or `__typename`), the result
 dict is built directly with the same attribute read and the same `coerce_output_value`
 call. Anything unusual (None for a non-null field, a coercion failure, an exception, an
 awaitable, a non-list iterable) makes that object run through graphql-core's normal path,
@@ -134,7 +134,8 @@ def _completer(
 
 def _getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:
     """How Strawberry's basic resolver reads the value, if the field has one; for a shape's
-    computed field (app/kit/shape.py), its resolver, a function of the row alone."""
+    field with a resolver (`computed`, or a `graphql_convert` column: app/kit/shape.py), that
+    resolver, a function of the row alone."""
     field = (field_def.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
     if (
         not isinstance(field, StrawberryField)
@@ -157,8 +158,8 @@ def _getter(field_def: GraphQLField) -> Callable[[Any], Any] | None:
 
 
 def _row_function(field: StrawberryField) -> Callable[[Any], Any] | None:
-    """The resolver of a `computed` shape field, called with the row as Strawberry calls it
-    (its only parameter is the parent); None for any other resolver."""
+    """The resolver of a shape field marked `ROW_FUNCTION`, called with the row as Strawberry
+    calls it (its only parameter is the parent); None for any other resolver."""
     resolver = field.base_resolver
     if (
         resolver is None

@@ -55,8 +55,9 @@ GraphQLT = TypeVar("GraphQLT")
 
 _KEY = "switchboard.shape"
 _LINK = "switchboard.shape.link"
-# Marks a `computed` field: its resolver is a function of the row alone (no `info`, no
-# arguments), so the plain-field executor and the compiled plans of app/graphql call it directly.
+# Marks a field whose resolver is a function of the row alone (no `info`, no arguments): a
+# `computed` field or a `graphql_convert` column. The plain-field executor and the compiled
+# plans of app/graphql call it directly.
 ROW_FUNCTION = "switchboard.shape.row_function"
 
 
