@@ -209,7 +209,15 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
         )
 
     app = Starlette(routes=[WebSocketRoute("/voice", stream)])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=1 << 20)
+    # The websocket settings of `switchboard voice` (app/voice/server.py).
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws_max_size=1 << 20,
+        ws_per_message_deflate=False,
+    )
 
 
 # The carriers' side
