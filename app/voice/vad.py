@@ -7,14 +7,14 @@ model's weights and its optimized graph) is built once per process and shared, e
 keeping its own recurrent state and audio context, and the analysis runs on the call's event
 loop.
 
-One run of the session costs about the same for one window as for five (its fixed cost is
-most of it), and the calls of a process all want a run every 32 ms. So a window is not scored
-on its own: the call hands it (with its state and context) to its event loop's `WindowBatch`
-and waits; at the loop's next turn the batch scores every window handed in meanwhile in one
-run (input [calls, context + window], state [2, calls, 128]) and gives each call its
-probability and its new state. Rows of a batch do not mix, so each call's figures are those it
-would get alone, to the bit; nothing waits for a timer, so an idle process scores a lone window
-at once and a busy one gathers more per run.
+A run of the session has a large fixed cost (measured: 0.23 ms for one window, 0.31 ms for
+five, 0.98 ms for twenty), and the calls of a process all want a run every 32 ms. So a
+window is not scored on its own: the call hands it (with its state and context) to its event
+loop's `WindowBatch` and waits; at the loop's next turn the batch scores every window handed
+in meanwhile in one run (input [calls, context + window], state [2, calls, 128]) and gives
+each call its probability and its new state. Rows of a batch do not mix, so each call's
+figures are those it would get alone, to the bit; nothing waits for a timer, so an idle
+process scores a lone window at once and a busy one gathers more per run.
 
 `tests/voice/test_vad.py` holds this analyzer to pipecat's own: the same attributes after
 construction and the same speech states (and model state) for the same audio, alone or
