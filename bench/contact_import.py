@@ -6,12 +6,17 @@ notes, one `cf.` column; about 1 % of rows refused: bad numbers; about 2 % repea
 earlier number, skipped) and imports it in a fresh child process: the file is put in the
 object store as an upload is, and the job body (app/contact_imports/tasks.py `run_import`)
 runs until the import completes. rows/s is rows read over the job's wall time; peak RSS is the
-child's maximum resident set (getrusage), so it includes the interpreter and the app.
+child's maximum resident set (getrusage), so it includes the interpreter and the app. CPU per
+row is the child's CPU time (all its threads) and, apart, that of the PostgreSQL backends of
+its connections (read from /proc at the end, the server on this machine), each over the rows
+read: on a shared machine these move far less than the wall time does.
 
 It prints the figures, the machine's load (it may be shared: distrust a loaded run) and a
 one-line JSON summary; it never asserts on speed. Counts that do not add up exit with 1.
-Run: ``.venv/bin/python bench/contact_import.py [--sizes 100000,1000000] [--sqlite]``
-(``--sqlite``: a fresh SQLite file instead, the embedded mode's figure).
+Run: ``.venv/bin/python bench/contact_import.py [--sizes 100000,1000000] [--sqlite]
+[--database NAME]`` (``--sqlite``: a fresh SQLite file instead, the embedded mode's figure;
+``--database``: the PostgreSQL database to recreate, so that runs sharing a server each
+have their own).
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 sys.path.insert(0, str(REPO_DIR))
 BENCH_DB = "switchboard_imports"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SWITCHBOARD = REPO_DIR / ".venv" / "bin" / "switchboard"
 SECRET = "bench-secret-key-0123456789-0123456789"
 
@@ -80,6 +87,7 @@ async def child(database_url: str, csv_path: str, storage: str) -> None:
         rate_limiter=MemoryRateLimiter(),
         secret_key=SECRET,
         dialect_name=engine.dialect.name,
+        engine=engine,
     )
     async with sessionmaker() as session:
         organization = await create_organization(session, "Bench")
@@ -108,10 +116,13 @@ async def child(database_url: str, csv_path: str, storage: str) -> None:
         )
         await session.commit()
     started = time.perf_counter()
+    cpu_started = time.process_time()
     runs = 0
     while await run_import(resources, import_id, seconds=20.0) is not None:
         runs += 1
     elapsed = time.perf_counter() - started
+    worker_cpu = time.process_time() - cpu_started
+    server_cpu = await backends_cpu(sessionmaker) if engine.dialect.name == "postgresql" else None
     async with sessionmaker() as session:
         job = await session.get(ContactImport, import_id)
         assert job is not None
@@ -124,18 +135,47 @@ async def child(database_url: str, csv_path: str, storage: str) -> None:
             "seconds": round(elapsed, 2),
             "runs": runs + 1,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "worker_cpu_us_per_row": round(worker_cpu * 1e6 / max(job.rows_read, 1), 1),
+            "postgres_cpu_us_per_row": None
+            if server_cpu is None
+            else round(server_cpu * 1e6 / max(job.rows_read, 1), 1),
+            "loadavg": os.getloadavg(),
         }
     await engine.dispose()
     print(json.dumps(result), flush=True)
 
 
-async def recreate_database(admin_dsn: str) -> None:
+async def backends_cpu(sessionmaker: Any) -> float:
+    """CPU seconds of this database's PostgreSQL processes so far (the pool's connections
+    stay open for the whole import; the server runs on this machine)."""
+    from sqlalchemy import text
+
+    async with sessionmaker() as session:
+        pids = (
+            await session.execute(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+            )
+        ).scalars()
+        return sum(process_cpu(pid) for pid in pids)
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) of a process of this machine; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+async def recreate_database(admin_dsn: str, name: str) -> None:
     import asyncpg
 
     conn = await asyncpg.connect(admin_dsn)
     try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
 
@@ -152,20 +192,21 @@ def main() -> int:
         action="store_true",
         help="import into a fresh SQLite file instead (the embedded mode's figure)",
     )
+    parser.add_argument("--database", default=BENCH_DB, help="PostgreSQL database to recreate")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         asyncio.run(child(*args.child))
         return 0
-    summary: dict[str, dict[str, float]] = {}
+    summary: dict[str, dict[str, float | None]] = {}
     failed = False
     with tempfile.TemporaryDirectory(prefix="switchboard-imports-") as scratch:
         if args.sqlite:
             url = f"sqlite+aiosqlite:///{scratch}/imports.db"
         else:
-            dsn = f"{args.database_url.rsplit('/', 1)[0]}/{BENCH_DB}"
+            dsn = f"{args.database_url.rsplit('/', 1)[0]}/{args.database}"
             url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
-            asyncio.run(recreate_database(args.database_url))
+            asyncio.run(recreate_database(args.database_url, args.database))
         env = {**os.environ, "DATABASE_URL": url, "SWITCHBOARD_SECRET_KEY": SECRET}
         subprocess.run([str(SWITCHBOARD), "migrate"], env=env, check=True, capture_output=True)
         for size in (int(part) for part in args.sizes.split(",")):
@@ -192,13 +233,20 @@ def main() -> int:
                 f"{size:,} rows: {result['seconds']} s, {rate:,.0f} rows/s, peak RSS "
                 f"{result['peak_rss_mb']} MB ({result['created']:,} created, "
                 f"{result['skipped']:,} skipped, {result['failed']:,} refused, "
-                f"{result['runs']} runs)"
+                f"{result['runs']} runs); CPU per row: worker "
+                f"{result['worker_cpu_us_per_row']} µs, PostgreSQL "
+                f"{result['postgres_cpu_us_per_row']} µs; load average {result['loadavg']}"
             )
             ok = result["status"] == "completed" and result["rows_read"] == size
             ok = ok and result["failed"] == bad
             ok = ok and result["created"] + result["skipped"] + result["failed"] == size
             failed = failed or not ok
-            summary[str(size)] = {"rows_per_s": round(rate), "peak_rss_mb": result["peak_rss_mb"]}
+            summary[str(size)] = {
+                "rows_per_s": round(rate),
+                "peak_rss_mb": result["peak_rss_mb"],
+                "worker_cpu_us_per_row": result["worker_cpu_us_per_row"],
+                "postgres_cpu_us_per_row": result["postgres_cpu_us_per_row"],
+            }
             path.unlink()
     log(f"load average: {os.getloadavg()}, cpus: {os.cpu_count()}")
     database = "sqlite" if args.sqlite else "postgresql"

@@ -81,6 +81,7 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
 
     from app.config import Settings
     from app.engine.engine import ConversationEngine, EngineClients
+    from app.engine.providers import adapter
     from app.engine.types import AgentProfile
     from app.resources import Resources
     from app.voice.pipeline import run_agent_call
@@ -137,6 +138,11 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
     )
     resources = Resources.from_settings(settings, serves_api=False)
     clients = EngineClients(settings)
+    # The clients import every LLM SDK in a thread: seconds of CPU holding the interpreter.
+    # A voice process that has been up a little while has done it; here it would fall on the
+    # first levels measured, so it is finished before the first call.
+    for provider in ("openai", "anthropic", "groq"):
+        adapter(provider)
 
     class Line:
         async def hang_up(self) -> bool:
@@ -203,7 +209,15 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
         )
 
     app = Starlette(routes=[WebSocketRoute("/voice", stream)])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_max_size=1 << 20)
+    # The websocket settings of `switchboard voice` (app/voice/server.py).
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws_max_size=1 << 20,
+        ws_per_message_deflate=False,
+    )
 
 
 # The carriers' side

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
-from collections.abc import Iterator
+from collections.abc import Awaitable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any, cast
@@ -286,12 +286,17 @@ async def _insert_new(
 
 
 async def _write_skipping(
-    session: AsyncSession, job: ContactImport, parsed: list[ParsedRow], counts: Counts
+    session: AsyncSession,
+    job: ContactImport,
+    parsed: list[ParsedRow],
+    counts: Counts,
+    earlier: Collection[str],
 ) -> None:
-    """`skip`: the first row of each number the organization does not have yet."""
+    """`skip`: the first row of each number the organization does not have yet (nor the
+    batch before, `earlier`, whose write may not be committed yet)."""
     first: dict[str, ParsedRow] = {}
     for row in parsed:
-        if row.phone_number in first:
+        if row.phone_number in first or row.phone_number in earlier:
             counts.skipped += 1
         else:
             first[row.phone_number] = row
@@ -340,10 +345,22 @@ async def _write_updating(
 
 
 async def write_batch(
-    session: AsyncSession, job: ContactImport, batch: Batch, start_offset: int
+    session: AsyncSession,
+    job: ContactImport,
+    batch: Batch,
+    start_offset: int,
+    *,
+    earlier: Collection[str] = (),
+    turn: Awaitable[bool] | None = None,
 ) -> Counts | None:
     """The batch's contacts, refused rows and progress, in the session's transaction; None
-    when another run committed this batch first (the caller rolls back)."""
+    when another run committed this batch first (the caller rolls back).
+
+    While the batch before is still being written on another connection: `earlier` holds its
+    numbers (`skip` only: this batch skips them as a later row of the same number would be
+    skipped) and `turn` answers whether that batch committed. This batch's progress update
+    waits for it and applies only after that commit, so batches commit in file order and a
+    batch whose predecessor failed is rolled back."""
     counts = Counts()
     parsed: list[ParsedRow] = []
     refused: list[RowRefused] = []
@@ -353,9 +370,10 @@ async def write_batch(
         else:
             refused.append(row)
     if job.on_duplicate == "update":
+        assert not earlier, "an update batch waits for the batch before when they share numbers"
         await _write_updating(session, job, parsed, batch.present, counts)
     else:
-        await _write_skipping(session, job, parsed, counts)
+        await _write_skipping(session, job, parsed, counts, earlier)
     if refused:
         counts.failed = len(refused)
         await session.execute(
@@ -371,6 +389,8 @@ async def write_batch(
                 for row in refused
             ],
         )
+    if turn is not None and not await turn:
+        return None
     now = utcnow()
     advanced = await session.execute(
         update(ContactImport)
@@ -393,6 +413,11 @@ async def write_batch(
     if advanced.rowcount != 1:  # type: ignore[attr-defined]
         return None
     return counts
+
+
+def numbers(batch: Batch) -> frozenset[str]:
+    """The phone numbers of the batch's valid rows."""
+    return frozenset(row.phone_number for row in batch.rows if isinstance(row, ParsedRow))
 
 
 async def read_batch(reader: FileReader, first_row: int) -> Batch:

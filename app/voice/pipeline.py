@@ -86,7 +86,11 @@ async def run_agent_call(
     the call with a reason), so one call cannot take others on the process down."""
     caller = _caller_turns(settings, sample_rate)
     turns = AgentTurns(session, welcome=welcome, can_hear=stt is not None)
-    keypad = DTMFAggregator(timeout=KEYPAD_PAUSE_SECONDS, prefix=KEYPAD_PREFIX)
+    # Every 20 ms of caller audio passes the keypad step; it only forwards it, so it runs in
+    # the task that pushes (direct mode) instead of costing a queue hop per frame.
+    keypad = DTMFAggregator(
+        timeout=KEYPAD_PAUSE_SECONDS, prefix=KEYPAD_PREFIX, enable_direct_mode=True
+    )
     processors: list[Any] = [transport.input()]
     if stt is not None:
         processors.append(stt)

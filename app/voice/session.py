@@ -348,7 +348,10 @@ class AgentTurns(FrameProcessor):
     """
 
     def __init__(self, session: CallSession, *, welcome: str, can_hear: bool) -> None:
-        super().__init__(name="agent-turns")
+        # Direct mode: frames are handled in the task that pushes them, without a queue hop
+        # (the caller's audio reaches this step 50 times a second only to be dropped); turns
+        # run as tasks of their own, so nothing here holds the pusher for long.
+        super().__init__(name="agent-turns", enable_direct_mode=True)
         self.session = session
         self.welcome = welcome
         self.can_hear = can_hear
