@@ -68,8 +68,10 @@ async def drop_job(session: AsyncSession, job_id: str) -> None:
 
 async def history_rows(
     session: AsyncSession, ticket_id: str, limit: int, leaving_out: Sequence[str]
-) -> list[Any]:
-    """The ticket's newest `limit` messages other than `leaving_out`, oldest first."""
+) -> tuple[list[Any], dict[str, Any]]:
+    """The ticket's newest `limit` messages other than `leaving_out`, oldest first, and those
+    of `leaving_out` the same statement read (all of them when they are the newest, as the
+    messages a reply answers are)."""
     statement = (
         select(*HISTORY_COLUMNS)
         .where(Message.ticket_id == ticket_id)
@@ -77,10 +79,11 @@ async def history_rows(
         .limit(limit + len(leaving_out))
     )
     skipped = set(leaving_out)
-    rows = [row for row in (await session.execute(statement)).all() if row.id not in skipped]
-    rows = rows[:limit]
-    rows.reverse()
-    return rows
+    rows = (await session.execute(statement)).all()
+    found = {row.id: row for row in rows if row.id in skipped}
+    earlier = [row for row in rows if row.id not in skipped][:limit]
+    earlier.reverse()
+    return earlier, found
 
 
 async def messages_by_id(session: AsyncSession, ids: Sequence[str]) -> dict[str, Any]:

@@ -205,10 +205,12 @@ async def _history(
 ) -> list[Message]:
     """The conversation as the model reads it: earlier messages, then the ones answered now
     (in the order they arrived), consecutive messages of one side joined."""
-    earlier = await repository.history_rows(
+    earlier, found = await repository.history_rows(
         session, ticket_id, max(0, limit - len(answering)), answering
     )
-    found = await repository.messages_by_id(session, answering)
+    missing = [id_ for id_ in answering if id_ not in found]
+    if missing:  # older than the newest rows read (messages stored out of order)
+        found.update(await repository.messages_by_id(session, missing))
     rows = [*earlier, *(found[id_] for id_ in answering if id_ in found)]
     history: list[Message] = []
     for row in rows:
