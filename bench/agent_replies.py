@@ -95,6 +95,7 @@ class ZeroLatencyModel:
     def __init__(self) -> None:
         self.port = 0
         self.requests = 0
+        self.connections = 0
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -112,6 +113,7 @@ class ZeroLatencyModel:
         self._loop.run_forever()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -248,6 +250,7 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         "conversations": args.conversations,
         "replies_per_s": round(args.conversations / elapsed, 1),
         "model_requests": model.requests,
+        "model_connections": model.connections,
         "peak_rss_mb": round(rss_mb, 1),
     }
 

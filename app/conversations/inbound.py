@@ -199,16 +199,21 @@ async def _receive(
         )
 
 
+def verified_payload(resources: Resources, body: bytes, signature: str | None) -> Any:
+    """The body's JSON once `X-Hub-Signature-256` is verified over the raw body."""
+    if not signature_valid(resources.settings.whatsapp_app_secret_value(), body, signature):
+        raise SignatureInvalid()
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PayloadInvalid() from exc
+
+
 async def handle_signed(
     resources: Resources, body: bytes, signature: str | None, *, simulated: bool = False
 ) -> None:
     """Verify `X-Hub-Signature-256` over the raw body, then apply it in one transaction."""
-    if not signature_valid(resources.settings.whatsapp_app_secret_value(), body, signature):
-        raise SignatureInvalid()
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise PayloadInvalid() from exc
+    payload = verified_payload(resources, body, signature)
     async with resources.session(writes=True) as session:
         await process_payload(session, payload, resources.settings, simulated=simulated)
         await session.commit()

@@ -48,7 +48,11 @@ def guarded_transport(
 
     class GuardedTransport(http.AsyncBaseTransport):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
-            self._inner = http.AsyncHTTPTransport()
+            # Every open connection stays open: past the default 20 kept alive, a worker
+            # answering many conversations at once reconnected for most of its model calls.
+            self._inner = http.AsyncHTTPTransport(
+                limits=http.Limits(max_connections=100, max_keepalive_connections=100)
+            )
 
         async def handle_async_request(self, request: Any) -> Any:
             try:
