@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import sys
@@ -234,10 +235,12 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         expected = len(handed) + args.conversations
         worker = InProcessWorker(broker, threads=args.threads)
         began = time.perf_counter()
+        cpu_began = time.process_time()
         worker.start()
         while len(handed) < expected:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu_began
         worker.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
@@ -249,6 +252,10 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         "engine_overhead_max_ms": round(max(latencies), 2),
         "conversations": args.conversations,
         "replies_per_s": round(args.conversations / elapsed, 1),
+        # The whole process's CPU (every thread) while the worker drained, per reply: the
+        # figure a shared machine's load distorts least.
+        "cpu_ms_per_reply": round(cpu * 1000 / args.conversations, 2),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
         "model_requests": model.requests,
         "model_connections": model.connections,
         "peak_rss_mb": round(rss_mb, 1),
