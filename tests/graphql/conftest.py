@@ -4,10 +4,12 @@ equivalence tests compare planning on and off, on either executor."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
+from app.graphql import planned, view
 from app.resources import Resources
 from tests.conftest import client_with
 
@@ -45,3 +47,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=skipped)
         kept = set(map(id, skipped))
         items[:] = [item for item in items if id(item) not in kept]
+
+
+@pytest.fixture
+def plan_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per GraphQL request from here on: whether a compiled plan answered it."""
+    answered: list[bool] = []
+    original_run = planned.run_plan
+
+    async def spy(*args: Any) -> Any:
+        result = await original_run(*args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(view, "run_plan", spy)
+    return answered

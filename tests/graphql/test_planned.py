@@ -19,7 +19,6 @@ from strawberry.extensions import SchemaExtension
 
 from app.core.clock import isoformat
 from app.core.jsonutil import dumps
-from app.graphql import planned, view
 from app.graphql.permissions import HasScope
 from app.graphql.planned import compile_plan, extensions_allow_plans
 from app.graphql.schema import SwitchboardSchema, build_schema
@@ -104,7 +103,7 @@ async def test_plans_answer_what_strawberry_answers(
     planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
-    monkeypatch: pytest.MonkeyPatch,
+    plan_answers: list[bool],
     query: str,
     variables: dict[str, Any] | None,
     planned_path: bool,
@@ -112,15 +111,7 @@ async def test_plans_answer_what_strawberry_answers(
     planned_client, unplanned_client = planning_clients
     if variables and variables.get("id") == "KNOWN":
         variables = {"id": seeded}
-    answered = []
-    original_run = planned.run_plan
-
-    async def spy(*args: Any) -> Any:
-        result = await original_run(*args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(view, "run_plan", spy)
+    answered = plan_answers
     with_plans = await _post(planned_client, acme, query, variables)
     assert any(answered) is planned_path, with_plans
 
@@ -177,6 +168,7 @@ async def test_a_plan_calls_the_fields_permission_class(
     seeded: str,
     tenants: TenantFactory,
     monkeypatch: pytest.MonkeyPatch,
+    plan_answers: list[bool],
 ) -> None:
     planned_client, _ = planning_clients
     checked: list[tuple[str, dict[str, Any]]] = []
@@ -187,15 +179,7 @@ async def test_a_plan_calls_the_fields_permission_class(
         return original(self, source, info, **kwargs)
 
     monkeypatch.setattr(HasScope, "has_permission", spy)
-    answered = []
-    original_run = planned.run_plan
-
-    async def run_spy(*args: Any) -> Any:
-        result = await original_run(*args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(view, "run_plan", run_spy)
+    answered = plan_answers
     query = "query($s: TicketStatus) { tickets(status: $s, first: 5) { totalCount } }"
     status, body = await _post(planned_client, acme, query, {"s": "OPEN"})
     assert (status, body) == (200, {"data": {"tickets": {"totalCount": 0}}})
@@ -236,7 +220,7 @@ async def test_computed_fields_keep_the_plan(
     planning_clients: tuple[httpx.AsyncClient, httpx.AsyncClient],
     acme: Tenant,
     seeded: str,
-    monkeypatch: pytest.MonkeyPatch,
+    plan_answers: list[bool],
     query: str,
 ) -> None:
     planned_client, unplanned_client = planning_clients
@@ -247,15 +231,8 @@ async def test_computed_fields_keep_the_plan(
         {"id": seeded},
     )
     assert created[1]["data"]["createTicket"]["ticket"]["id"], created
-    answered = []
-    original_run = planned.run_plan
-
-    async def spy(*args: Any) -> Any:
-        result = await original_run(*args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(view, "run_plan", spy)
+    answered = plan_answers
+    answered.clear()  # the ticket's creation above is not a planned read
     with_plans = await _post(planned_client, acme, query, None)
     assert answered == [True], with_plans
     assert "errors" not in with_plans[1]

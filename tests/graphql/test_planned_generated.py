@@ -32,7 +32,6 @@ from graphql import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.graphql import planned, view
 from app.graphql.execution import plain_getter
 from app.graphql.planned import is_plannable
 from app.graphql.schema import build_schema
@@ -226,20 +225,6 @@ async def world(
     ids.append(await create("contacts", {"phone_number": "+14155550199", "name": "Other"}, globex))
     unscoped = await tenants.key(acme, ["campaigns:manage"])
     return World(acme, unscoped, ids)
-
-
-@pytest.fixture
-def plan_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    answered: list[bool] = []
-    original_run = planned.run_plan
-
-    async def spy(*args: Any) -> Any:
-        result = await original_run(*args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(view, "run_plan", spy)
-    return answered
 
 
 async def _post(client: httpx.AsyncClient, tenant: Tenant, case: Case) -> tuple[int, Any]:
