@@ -104,10 +104,12 @@ class TokenUsage:
 
 
 def _spec_part(name: str, empty: Any) -> Callable[[Any], Any]:
-    """A part of the stored request (`spec`: turns, tool_mocks, expectations)."""
+    """A part of the stored request (`spec`: turns, tool_mocks, expectations), read from the
+    row (`root`: GraphQL calls it as a resolver; no return annotation, so the field's own
+    gives its type)."""
 
-    def part(run: Any) -> Any:
-        return (run.spec or {}).get(name, empty)
+    def part(root):  # type: ignore[no-untyped-def]
+        return (root.spec or {}).get(name, empty)
 
     return part
 
@@ -117,25 +119,12 @@ _tool_mocks_of = _spec_part("tool_mocks", {})
 _expectations_of = _spec_part("expectations", [])
 
 
-def _turns(root: strawberry.Parent[Any]) -> list[str]:
-    turns: list[str] = _turns_of(root)
-    return turns
-
-
-def _tool_mocks(root: strawberry.Parent[Any]) -> JSON:
-    return JSON(_tool_mocks_of(root))
-
-
-def _expectations(root: strawberry.Parent[Any]) -> JSON:
-    return JSON(_expectations_of(root))
-
-
 def _usage_of(run: Any) -> dict[str, int]:
     return {"input_tokens": run.input_tokens, "output_tokens": run.output_tokens}
 
 
-def _usage(root: strawberry.Parent[Any]) -> TokenUsage:
-    return TokenUsage(**_usage_of(root))
+def _as_usage(usage: dict[str, int]) -> TokenUsage:
+    return TokenUsage(**usage)
 
 
 def _or_empty(values: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -174,18 +163,18 @@ class AgentTestRun:
         rest=Rest(annotation=RunStatus),
     )
     livemode: bool = column(models.AgentTestRun.livemode)
-    turns: list[str] = computed(
-        _turns, sources=(models.AgentTestRun.spec,), rest=Rest(value=_turns_of)
-    )
+    turns: list[str] = computed(_turns_of, sources=(models.AgentTestRun.spec,), rest=Rest())
     tool_mocks: JSON = computed(
-        _tool_mocks,
+        _tool_mocks_of,
+        graphql_convert=JSON,
         sources=(models.AgentTestRun.spec,),
-        rest=Rest(annotation=dict[str, Any], value=_tool_mocks_of),
+        rest=Rest(annotation=dict[str, Any]),
     )
     expectations: JSON = computed(
-        _expectations,
+        _expectations_of,
+        graphql_convert=JSON,
         sources=(models.AgentTestRun.spec,),
-        rest=Rest(annotation=list[dict[str, Any]], value=_expectations_of),
+        rest=Rest(annotation=list[dict[str, Any]]),
     )
     results: JSON = column(
         models.AgentTestRun.results,
@@ -215,9 +204,10 @@ class AgentTestRun:
     provider: str | None = column(models.AgentTestRun.provider)
     model: str | None = column(models.AgentTestRun.model)
     usage: TokenUsage = computed(
-        _usage,
+        _usage_of,
+        graphql_convert=_as_usage,
         sources=(models.AgentTestRun.input_tokens, models.AgentTestRun.output_tokens),
-        rest=Rest(annotation=dict[str, int], value=_usage_of),
+        rest=Rest(annotation=dict[str, int]),
     )
     cost: float = column(
         models.AgentTestRun.cost, graphql_convert=_amount, rest=Rest(convert=_amount)

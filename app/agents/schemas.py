@@ -169,33 +169,21 @@ def _is_active(root: strawberry.Parent[Any]) -> str:
     return active_flag(root.status)
 
 
-def _is_active_of(agent: Any) -> str:
-    return active_flag(agent.status)
-
-
-def _description_of(agent: Any) -> str | None:
-    system_prompt: str | None = (agent.config or {}).get("system_prompt")
-    return system_prompt
-
-
 def _description(root: strawberry.Parent[Any]) -> str | None:
-    return _description_of(root)
+    system_prompt: str | None = (root.config or {}).get("system_prompt")
+    return system_prompt
 
 
 def _configuration_of(agent: Any) -> dict[str, Any]:
     return configuration_summary(agent.config or {})
 
 
-def _configuration(root: strawberry.Parent[Any]) -> AgentConfiguration:
-    return AgentConfiguration(**_configuration_of(root))
-
-
-def _tasks_of(agent: Any) -> list[str]:
-    return capability_names(agent.config or {})
+def _as_configuration(summary: dict[str, Any]) -> AgentConfiguration:
+    return AgentConfiguration(**summary)
 
 
 def _tasks(root: strawberry.Parent[Any]) -> list[str]:
-    return _tasks_of(root)
+    return capability_names(root.config or {})
 
 
 @strawberry.type
@@ -221,25 +209,26 @@ class Agent:
         _is_active,
         sources=(models.Agent.status,),
         description="active or inactive (a string, as in REST)",
-        rest=Rest(annotation=ActiveFlag, value=_is_active_of),
+        rest=Rest(annotation=ActiveFlag),
     )
     description: str | None = computed(
         _description,
         sources=(models.Agent.config,),
         description="The system prompt; null when none is set",
-        rest=Rest(description=SAME, value=_description_of),
+        rest=Rest(description=SAME),
     )
     configuration: AgentConfiguration = computed(
-        _configuration,
+        _configuration_of,
+        graphql_convert=_as_configuration,
         sources=(models.Agent.config,),
-        rest=Rest(annotation=AgentConfigurationResponse, value=_configuration_of),
+        rest=Rest(annotation=AgentConfigurationResponse),
     )
     tasks: list[str] = computed(
         _tasks,
         sources=(models.Agent.config,),
         description="Capability names: book_appointment, custom tool names, "
         "MCP tools as server.tool (server.* for every tool of a server)",
-        rest=Rest(value=_tasks_of),
+        rest=Rest(),
     )
     created_at: datetime = column(models.Agent.created_at)
     updated_at: datetime = column(models.Agent.updated_at)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import operator
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -159,7 +160,7 @@ def column(
     spec = _Spec((source,), source.key, rest)
     if graphql_convert is not None:
         return strawberry.field(
-            resolver=_converted(source.key, graphql_convert),
+            resolver=_converted(operator.attrgetter(source.key), graphql_convert),
             description=description,
             deprecation_reason=deprecation_reason,
             metadata={_KEY: spec, ROW_FUNCTION: True},
@@ -169,28 +170,55 @@ def column(
     )
 
 
-def _converted(key: str, convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """The resolver of a `graphql_convert` column: the row's `key` through `convert` (no
-    return annotation, so the field's own gives its GraphQL type)."""
+def _converted(read: Callable[[Any], Any], convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The resolver of a field GraphQL shows converted: the row's value (`read`) through
+    `convert` (no return annotation, so the field's own gives its GraphQL type)."""
 
     def resolve(root):  # type: ignore[no-untyped-def]
-        return convert(getattr(root, key))
+        return convert(read(root))
 
     return resolve
 
 
+@overload
 def computed(
-    resolver: Callable[..., T],
+    value_of: Callable[..., T],
     *,
     sources: Sequence[QueryableAttribute[Any] | Label[Any]] = (),
     description: str | None = None,
     rest: Rest = GRAPHQL_ONLY,
-) -> T:
-    """A field computed from the row by `resolver` (GraphQL) and `rest.value` (REST), reading
-    the columns `sources` (selected by `columns()`; a labelled column, such as a joined
-    table's `Contact.name.label("contact_name")`, is read under its label). `resolver` takes
-    the row alone (`root: strawberry.Parent[Any]`) and reads nothing else: the plain-field
-    executor and the compiled plans (app/graphql) call it as they read a column."""
+) -> T: ...
+
+
+@overload
+def computed(
+    value_of: Callable[[Any], T],
+    *,
+    graphql_convert: Callable[[T], U],
+    sources: Sequence[QueryableAttribute[Any] | Label[Any]] = (),
+    description: str | None = None,
+    rest: Rest = GRAPHQL_ONLY,
+) -> U: ...
+
+
+def computed(
+    value_of: Callable[..., Any],
+    *,
+    graphql_convert: Callable[[Any], Any] | None = None,
+    sources: Sequence[QueryableAttribute[Any] | Label[Any]] = (),
+    description: str | None = None,
+    rest: Rest = GRAPHQL_ONLY,
+) -> Any:
+    """A field computed from the row by `value_of`, reading the columns `sources` (selected by
+    `columns()`; a labelled column, such as a joined table's `Contact.name.label(
+    "contact_name")`, is read under its label). `value_of` takes the row alone and reads
+    nothing else: the plain-field executor and the compiled plans (app/graphql) call it as they
+    read a column. GraphQL shows its value as it is (`value_of` is then the resolver, its row
+    parameter `root: strawberry.Parent[Any]`) or through `graphql_convert` (a dict as a
+    GraphQL object); REST shows it as it is, unless `rest.value` computes REST's own."""
+    if rest.include and rest.value is None:
+        rest = dataclasses.replace(rest, value=value_of)
+    resolver = value_of if graphql_convert is None else _converted(value_of, graphql_convert)
     spec = _Spec(tuple(sources), None, rest)
     return strawberry.field(
         resolver=resolver, description=description, metadata={_KEY: spec, ROW_FUNCTION: True}
@@ -266,8 +294,6 @@ class Shape(Generic[ShapeT]):
             for field in dataclasses.fields(graphql_type)  # type: ignore[arg-type]
             if field.metadata.get(_LINK)
         )
-        # The GraphQL types `serving` has checked against the shape.
-        self._extensions: set[type] = set()
         rest = [(name, spec.rest, spec) for name, spec in self._specs.items() if spec.rest.include]
         # REST-only fields: a column GraphQL does not show (its annotation given in Rest), or
         # with no column (None) a value of `Rest.value` (a constant such as `object`).
@@ -406,9 +432,7 @@ class Shape(Generic[ShapeT]):
         """`as_graphql` for a GraphQL type that extends the shape with resolver fields of the
         GraphQL layer (its fields beyond the shape's read nothing but `id`-like attributes the
         shape declares), checked here once: the function a list then calls per row."""
-        if graphql_type not in self._extensions:
-            self._check_extension(graphql_type)
-            self._extensions.add(graphql_type)
+        self._check_extension(graphql_type)
         return typing.cast(Callable[[Any], GraphQLT], self.as_graphql)
 
     def _check_extension(self, graphql_type: type[Any]) -> None:

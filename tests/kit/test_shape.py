@@ -337,3 +337,56 @@ def test_a_constant_rest_field_and_a_column_graphql_converts() -> None:
     assert result.data == {"item": {"id": "w1", "createdAt": "2026-01-02T03:04:05Z"}}
     with pytest.raises(ValueError, match="needs value"):
         Shape(StampedType, rest_name="N", rest_only=(("object", None, Rest(annotation=str)),))
+
+
+@strawberry.type
+class Counts:
+    small: int
+    large: int
+
+
+def _counts_of(row: Any) -> dict[str, int]:
+    return {"small": row.first.count("a"), "large": row.last.count("A")}
+
+
+def _as_counts(counts: dict[str, int]) -> Counts:
+    return Counts(**counts)
+
+
+def _initial(root: strawberry.Parent[Any]) -> str:
+    return str(root.first[:1])
+
+
+@strawberry.type
+class TalliedType:
+    id: strawberry.ID = column(Widget.id, as_type=strawberry.ID)
+    initial: str = computed(_initial, sources=(Widget.first,), rest=Rest())
+    counts: Counts = computed(
+        _counts_of,
+        graphql_convert=_as_counts,
+        sources=(Widget.first, Widget.last),
+        rest=Rest(annotation=dict[str, int]),
+    )
+
+
+TALLIED = Shape(TalliedType, rest_name="TalliedResponse")
+
+
+@strawberry.type
+class TalliedQuery:
+    item: TalliedType
+
+
+def test_a_computed_field_is_one_function_for_both_surfaces() -> None:
+    row = SimpleNamespace(id="w1", first="banana", last="ACAB")
+    # REST: the function's value as it is (no `Rest.value` given).
+    assert TALLIED.to_public(row) == {
+        "id": "w1",
+        "initial": "b",
+        "counts": {"small": 3, "large": 2},
+    }
+    # GraphQL: the same function, its value through `graphql_convert` where one is given.
+    result = strawberry.Schema(query=TalliedQuery).execute_sync(
+        "{ item { initial counts { small large } } }", root_value=SimpleNamespace(item=row)
+    )
+    assert result.data == {"item": {"initial": "b", "counts": {"small": 3, "large": 2}}}
