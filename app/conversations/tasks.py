@@ -13,12 +13,7 @@ from app.campaigns.meta_limits import DeferralPolicy
 from app.channels.models import Channel
 from app.consent.service import CONFIRM_ACTOR, CONFIRM_QUEUE
 from app.conversations import service, statuses
-from app.conversations.inbound import (
-    SignatureInvalid,
-    handle_signed,
-    process_payload,
-    verified_payload,
-)
+from app.conversations.inbound import SignatureInvalid, process_payload, verified_payload
 from app.conversations.schemas import MessageSend
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
 from app.jobs import JobContext, Task, with_resources
@@ -28,34 +23,31 @@ from app.resources import Resources
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
 
 
-async def deliver_callback(resources: Resources, body: str, signature: str) -> datetime | None:
-    """A simulator callback, through the handler the platform's POSTs reach (signature
-    checked the same way); its traffic goes to test-mode channels only."""
-    try:
-        await handle_signed(resources, body.encode(), signature, simulated=True)
-    except SignatureInvalid:
-        # Signed with an app secret that has since changed: it can never verify.
-        logger.warning("simulated callback with a stale signature dropped")
-    return None
-
-
-async def run_callback(job: JobContext) -> datetime | None:
-    """`deliver_callback` as the job's body: the job is settled in the callback's own
-    transaction (one commit and one statement less per callback; three per simulated send).
-    One callback a run: two runs applying several statuses each would lock the same messages
-    in different orders."""
-    resources = job.runtime.resources
-    body, signature = job.args
+async def deliver_callback(
+    resources: Resources, body: str, signature: str, job: JobContext | None = None
+) -> datetime | None:
+    """A simulator callback, through the checks the platform's POSTs pass (signature verified
+    the same way); its traffic goes to test-mode channels only. A `job` is settled in the
+    callback's own transaction (one commit and one statement less per callback; three per
+    simulated send). One callback a run: two runs applying several statuses each would lock
+    the same messages in different orders."""
     try:
         payload = verified_payload(resources, body.encode(), signature)
     except SignatureInvalid:
+        # Signed with an app secret that has since changed: it can never verify.
         logger.warning("simulated callback with a stale signature dropped")
         return None
     async with resources.session(writes=True) as session:
         await process_payload(session, payload, resources.settings, simulated=True)
-        await job.settle(session, None)
+        if job is not None:
+            await job.settle(session, None)
         await session.commit()
     return None
+
+
+async def run_callback(job: JobContext) -> datetime | None:
+    body, signature = job.args
+    return await deliver_callback(job.runtime.resources, body, signature, job)
 
 
 async def retry_statuses(job: JobContext) -> datetime | None:
