@@ -30,7 +30,7 @@ from app.kit.http_errors import ErrorStyle, error_response, json_response
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from app.voice.callbacks import ROUTES as VOICE_ROUTES
-from app.voice.runtime import serving_streams
+from app.voice.runtime import ready_for_calls, serving_streams
 from rest_compat.app import build_routes
 from rest_compat.reference import STATIC_DIR as REFERENCE_DIR
 from rest_compat.reference import STATIC_URL_PREFIX as REFERENCE_URL_PREFIX
@@ -134,8 +134,11 @@ def create_app(
             if purged:
                 logger.info("purged expired idempotency records", count=purged)
             if owns_resources:
-                if settings.voice_serve_streams or background is not None:
-                    # This process runs conversations: their SDKs belong in the frozen heap.
+                # A process that runs conversations imports their SDKs before it freezes
+                # its heap; one that holds calls opens its database pool too.
+                if settings.voice_serve_streams:
+                    await ready_for_calls(app.state.resources)
+                elif background is not None:
                     await providers.load_all()
                 tune_for_serving()
             async with AsyncExitStack() as stack:

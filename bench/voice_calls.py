@@ -5,9 +5,14 @@ A server subprocess runs the live-call pipeline exactly as a media stream runs i
 VAD, the user-turn strategy, `AgentTurns` calling the conversation engine, the voice, the
 transport's 20 ms pacing), with zero-latency fake providers in the process: speech to text
 that hears a fixed line as soon as VAD says the caller stopped, the engine's offline
-responder (no model call), and a voice that returns a tone at once. The bench process plays
-N simulated carrier streams at the same time: each waits for the welcome to end, then says a
-line (real speech, μ-law 8 kHz, paced at 20 ms) followed by silence, as a carrier streams.
+responder (no model call), and a voice that returns a tone at once. Before its first call
+the server does what `switchboard voice` does (`ready_for_calls`: SDKs imported, database
+pool opened; then the heap frozen). The bench process plays N simulated carrier streams at
+the same time: each waits for the welcome to end, then says a line (real speech, μ-law
+8 kHz, paced at 20 ms) followed by silence, as a carrier streams. Callers start at random
+moments (fixed seed) within `--stagger` seconds, about one turn of the script, so their turns
+end independently as real calls' do; `--stagger 0` puts them in lockstep, every turn of every
+call ending within the same few milliseconds (the worst case).
 
 Per turn, added latency = first agent audio frame received - the moment the VAD decided the
 caller stopped (its `VADUserStoppedSpeakingFrame`, stamped in the server on the machine's
@@ -21,10 +26,12 @@ behaviour, not Switchboard's work. Jitter: the
 deviation of the gap between consecutive agent media frames (20 ms each) from the typical
 gap, within utterances (pipecat's transport sends a frame every 10 ms, half a frame ahead,
 and the carrier plays them at 20 ms).
-CPU: the server process's user+system seconds over the run, per call-second. The knee is the
-smallest N whose added p99 passes 100 ms.
+CPU: the server process's user+system seconds over the run, per second of a call on the
+line (each call's own duration, summed). The knee is the smallest N whose added p99 passes
+100 ms.
 
-Run: ``.venv/bin/python bench/voice_calls.py [--calls 20] [--turns 3] [--knee 1,5,10,20,30,40]``.
+Run: ``.venv/bin/python bench/voice_calls.py [--calls 20] [--turns 3] [--knee 1,5,10,20,30,40]
+[--stagger 3]``.
 It ends with one JSON line: added_latency_p50_ms, added_latency_p99_ms, jitter_p99_ms,
 cpu_ms_per_call_second (at --calls) and knee_calls. It never asserts on time.
 """
@@ -38,12 +45,14 @@ import contextlib
 import itertools
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +62,12 @@ sys.path.insert(0, str(REPO_DIR))
 
 LINE = "What are your opening hours?"
 FRAME = 160  # 20 ms of μ-law
+# About one turn of the script (the line, the end of turn, the answer): callers starting
+# spread over it are at independent points of their conversations.
+STAGGER_SECONDS = 3.0
+# One period of the fake voice's tone: 10 samples low, 10 high (16-bit PCM).
+TONE_SAMPLES = 20
+TONE = (-6000).to_bytes(2, "little", signed=True) * 10 + (6000).to_bytes(2, "little") * 10
 
 
 # The server side
@@ -81,11 +96,12 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
 
     from app.config import Settings
     from app.engine.engine import ConversationEngine, EngineClients
-    from app.engine.providers import adapter
     from app.engine.types import AgentProfile
+    from app.kit.collector import tune_for_serving
     from app.resources import Resources
     from app.voice.pipeline import run_agent_call
     from app.voice.protocol import SAMPLE_RATE, MediaStreamSerializer
+    from app.voice.runtime import ready_for_calls
     from app.voice.session import CallSession, LiveCall
     from app.voice.stream import quiet_pipecat
 
@@ -123,10 +139,9 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
         async def run_tts(self, text: str, context_id: str) -> Any:
             words = max(1, len(text.split()))
             samples = SAMPLE_RATE * 60 * words // 1000
-            pcm = b"".join(
-                (6000 if (i // 10) % 2 else -6000).to_bytes(2, "little", signed=True)
-                for i in range(samples)
-            )
+            # A 400 Hz square wave, built by repetition: a fake voice costs no CPU to speak
+            # (sample by sample in Python it took 3.6 ms per 20 words, counted as added).
+            pcm = (TONE * (samples // TONE_SAMPLES + 1))[: samples * 2]
             yield TTSAudioRawFrame(pcm, SAMPLE_RATE, 1, context_id=context_id)
 
     settings = Settings(
@@ -135,14 +150,12 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
         voice_silence_timeout_seconds=120,
         engine_turn_deadline_seconds=30,
         ai_replies_per_minute="100000/m",
+        # One organization's calls, up to the largest level measured: the connections the
+        # server opens before its first call (`ready_for_calls`).
+        voice_max_concurrent_calls=40,
     )
     resources = Resources.from_settings(settings, serves_api=False)
     clients = EngineClients(settings)
-    # The clients import every LLM SDK in a thread: seconds of CPU holding the interpreter.
-    # A voice process that has been up a little while has done it; here it would fall on the
-    # first levels measured, so it is finished before the first call.
-    for provider in ("openai", "anthropic", "groq"):
-        adapter(provider)
 
     class Line:
         async def hang_up(self) -> bool:
@@ -208,7 +221,15 @@ def serve(port: int, database_url: str, vad_log: Path) -> None:
             settings=settings,
         )
 
-    app = Starlette(routes=[WebSocketRoute("/voice", stream)])
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        # What `switchboard voice` does before its first call (app/voice/server.py).
+        await ready_for_calls(resources)
+        tune_for_serving()
+        yield
+        await resources.aclose()
+
+    app = Starlette(routes=[WebSocketRoute("/voice", stream)], lifespan=lifespan)
     # The websocket settings of `switchboard voice` (app/voice/server.py).
     uvicorn.run(
         app,
@@ -233,8 +254,13 @@ def caller_audio() -> bytes:
     return audioop.lin2ulaw(converted, 2)
 
 
-async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str, Any]:
+async def one_call(
+    port: int, index: int, speech: bytes, turns: int, delay: float
+) -> dict[str, Any]:
     from websockets.asyncio.client import connect
+
+    await asyncio.sleep(delay)
+    began = time.monotonic()
 
     latencies: list[float] = []
     answers: list[tuple[float, float]] = []  # (caller's last voiced frame, first agent frame)
@@ -301,7 +327,13 @@ async def one_call(port: int, index: int, speech: bytes, turns: int) -> dict[str
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    return {"sid": sid, "latencies": latencies, "answers": answers, "gaps": gaps}
+    return {
+        "sid": sid,
+        "latencies": latencies,
+        "answers": answers,
+        "gaps": gaps,
+        "seconds": time.monotonic() - began,
+    }
 
 
 def voiced(ulaw: bytes) -> bool:
@@ -336,16 +368,24 @@ def vad_stops(vad_log: Path) -> dict[str, list[float]]:
 
 
 async def run_level(
-    port: int, pid: int, calls: int, turns: int, speech: bytes, vad_log: Path
+    port: int, pid: int, calls: int, turns: int, speech: bytes, vad_log: Path, stagger: float
 ) -> dict[str, Any]:
     from pipecat.audio.vad.vad_analyzer import VAD_STOP_SECS
 
     from app.voice.pipeline import END_OF_TURN_SECONDS
 
-    cpu_before, wall_before = cpu_seconds(pid), time.monotonic()
-    results = await asyncio.gather(*(one_call(port, i, speech, turns) for i in range(calls)))
-    wall = time.monotonic() - wall_before
+    # Independent callers: each starts at a random moment within `stagger` seconds (the same
+    # moments every run: a fixed seed), so their turns end independently of one another, as
+    # real calls' do, clusters included; with 0 every caller speaks in lockstep and all turns
+    # end within the same few milliseconds (the worst case).
+    chance = random.Random(calls)
+    delays = [chance.uniform(0, stagger) for _ in range(calls)]
+    cpu_before = cpu_seconds(pid)
+    results = await asyncio.gather(
+        *(one_call(port, i, speech, turns, delays[i]) for i in range(calls))
+    )
     cpu = cpu_seconds(pid) - cpu_before
+    call_seconds = sum(result["seconds"] for result in results)
     waits = VAD_STOP_SECS + END_OF_TURN_SECONDS
     nominal = [(t - waits) * 1000 for r in results for t in r["latencies"]]
     stops = vad_stops(vad_log)
@@ -371,7 +411,7 @@ async def run_level(
         "nominal_p99_ms": percentile(nominal, 0.99),
         "vad_stop_lag_p50_ms": percentile(vad_lag, 0.5),
         "jitter_p99_ms": percentile(jitter, 0.99, 2),
-        "cpu_ms_per_call_second": round(cpu * 1000 / (calls * wall), 2),
+        "cpu_ms_per_call_second": round(cpu * 1000 / call_seconds, 2),
     }
 
 
@@ -380,6 +420,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--knee", default="1,5,10,20,30,40")
+    parser.add_argument(
+        "--stagger",
+        type=float,
+        default=STAGGER_SECONDS,
+        help="callers start spread over this many seconds (0: all in lockstep)",
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--vad-log", type=Path, help=argparse.SUPPRESS)
@@ -389,6 +435,7 @@ def main() -> None:
         return
 
     from app.db.migrate import upgrade
+    from app.kit.collector import tune_for_serving
 
     work = Path(tempfile.mkdtemp(prefix="sb-voice-bench-"))
     vad_log = work / "vad-stops.log"
@@ -414,12 +461,15 @@ def main() -> None:
                 raise SystemExit("the bench server did not start")
             time.sleep(0.1)
         speech = caller_audio()
-        asyncio.run(run_level(port, server.pid, 1, 1, speech, vad_log))  # warm up
+        # The carriers' side keeps its own collector out of the way too: a full pass here
+        # would delay the timestamps of every call it measures.
+        tune_for_serving()
+        asyncio.run(run_level(port, server.pid, 1, 1, speech, vad_log, 0))  # warm up
         levels = sorted({int(n) for n in args.knee.split(",")} | {args.calls})
         rows: dict[int, dict[str, Any]] = {}
         for calls in levels:
             rows[calls] = asyncio.run(
-                run_level(port, server.pid, calls, args.turns, speech, vad_log)
+                run_level(port, server.pid, calls, args.turns, speech, vad_log, args.stagger)
             )
             print(json.dumps(rows[calls]))
         # The knee: the first level whose added p99 passes 100 ms, or where no turn came back.

@@ -29,6 +29,7 @@ from app.auth.service import revoke_api_key
 from app.contacts.repository import ContactRepository
 from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
+from app.db.migrate import upgrade
 from app.engine import providers
 from app.kit.collector import YOUNG_GC_THRESHOLDS
 from app.kit.pagination import CursorParams
@@ -115,11 +116,47 @@ async def test_a_server_that_runs_conversations_imports_the_llm_sdks_before_free
     monkeypatch.setattr(providers, "_preload_started", False)
     monkeypatch.setattr(providers, "_import_all", recorded_import)
     monkeypatch.setattr(main, "tune_for_serving", recorded_freeze)
-    settings = make_settings(pg_url, tmp_path, voice_serve_streams=runs_conversations)
+    settings = make_settings(
+        pg_url,
+        tmp_path,
+        voice_serve_streams=runs_conversations,
+        db_pool_size=6,
+        voice_max_concurrent_calls=4,
+    )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         expected = ["SDKs imported", "heap frozen"] if runs_conversations else ["heap frozen"]
         assert steps == expected
+        # A process that holds calls opened a connection per call an organization may hold.
+        pool = app.state.resources.engine.pool
+        opened = pool.checkedin() + pool.checkedout()
+        assert opened == 4 if runs_conversations else opened < 4
+
+
+async def test_a_sqlite_file_keeps_its_pool_of_connections(tmp_path: Path) -> None:
+    # aiosqlite runs each connection on a thread of its own: a pool that closed what it
+    # lent past five opened a thread and the file again for every session under load.
+    settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 'pool.db'}", tmp_path)
+    await asyncio.to_thread(upgrade, settings.database_url)
+    resources = Resources.from_settings(settings, serves_api=False)
+    opened: list[object] = []
+    event.listen(resources.engine.sync_engine, "connect", lambda *_: opened.append(1))
+    try:
+        await resources.open_connections(12)
+        assert len(opened) == 12
+        assert resources.engine.pool.checkedin() == 12
+
+        async def read() -> None:
+            async with resources.session(writes=False) as session:
+                await session.execute(text("SELECT 1 FROM alembic_version"))
+                await asyncio.sleep(0.01)  # all twelve at once
+
+        for _ in range(3):
+            await asyncio.gather(*(read() for _ in range(12)))
+        assert len(opened) == 12
+        assert resources.engine.pool.checkedin() == 12
+    finally:
+        await resources.aclose()
 
 
 class StatementsThroughSQLAlchemy:

@@ -24,6 +24,11 @@ def _prepare_sqlite_file(url: str) -> None:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
 
 
+def _is_file_database(url: str) -> bool:
+    database = make_url(url).database
+    return bool(database) and database != ":memory:" and "mode=memory" not in url
+
+
 def _install_sqlite_pragmas(engine: AsyncEngine) -> None:
     """WAL + foreign keys, and driver-level transactions off so SAVEPOINT works."""
 
@@ -63,6 +68,12 @@ def create_engine(url: str, *, pool_size: int = 10, null_pool: bool = False) -> 
     if backend == "sqlite":
         _prepare_sqlite_file(url)
         kwargs["connect_args"] = {"timeout": 30}
+        if not null_pool and _is_file_database(url):
+            # aiosqlite gives every connection a thread of its own: past SQLAlchemy's default
+            # 5 pooled connections each session opened a thread and the file (and closed them
+            # on return). Twenty live calls searching knowledge at once spent most of a turn
+            # there (docs/benchmarks.md); the pool now keeps as many as PostgreSQL's.
+            kwargs.update(pool_size=pool_size, max_overflow=pool_size)
     engine = create_async_engine(url, **kwargs)
     if backend == "sqlite":
         _install_sqlite_pragmas(engine)

@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 
 from app.calls import control, placement
 from app.calls.tasks import LiveCarrier
+from app.engine import providers
 from app.engine.engine import EngineClients
 from app.resources import Resources
 from app.voice.record import fail_stale_streams
@@ -100,6 +101,18 @@ class VoiceRuntime:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.engine_clients.aclose()
         await self.carrier.aclose()
+
+
+async def ready_for_calls(resources: Resources) -> None:
+    """What a process that holds calls does once, before it serves: the engine's SDKs
+    imported (they then join the heap the caller freezes) and a connection opened for each
+    call one organization may hold at once (within the pool), so the first calls' turns
+    wait for neither."""
+    settings = resources.settings
+    await providers.load_all()
+    await resources.open_connections(
+        min(settings.db_pool_size, settings.voice_max_concurrent_calls)
+    )
 
 
 def runtime_of(app: Starlette) -> VoiceRuntime | None:

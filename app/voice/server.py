@@ -25,10 +25,11 @@ from starlette.routing import Route
 from app.config import Settings, get_settings
 from app.health import healthz, readyz
 from app.kit.body import WEBSOCKET_MAX_MESSAGE_BYTES
+from app.kit.collector import tune_for_serving
 from app.observability import ObservabilityMiddleware, configure_logging, metrics_endpoint
 from app.resources import Resources
 from app.voice.callbacks import ROUTES
-from app.voice.runtime import drain_all, serving_streams
+from app.voice.runtime import drain_all, ready_for_calls, serving_streams
 
 
 class DrainingServer(uvicorn.Server):
@@ -48,6 +49,10 @@ def create_voice_app(settings: Settings | None = None) -> Starlette:
         resources = Resources.from_settings(settings, serves_api=False)
         app.state.resources = resources
         await resources.start()
+        await ready_for_calls(resources)
+        # The collector's full passes walk everything the process holds: one took 284 ms in
+        # the middle of 20 calls' audio before the heap was frozen (docs/benchmarks.md).
+        tune_for_serving()
         try:
             async with serving_streams(app, resources):
                 yield
