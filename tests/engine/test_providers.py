@@ -248,3 +248,64 @@ async def test_an_mcp_server_that_is_down_is_left_out(clients: EngineClients) ->
     assert await clients.mcp.tools(AGENT, server) is None
     outcome = await clients.mcp.call(AGENT, server, "anything", {})
     assert not outcome.success
+
+
+class Answering:
+    """An SDK client whose requests all get `answer` back, as the SDK parsed it (JSON)."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+        self.posts: list[tuple[str, dict[str, object]]] = []
+
+    async def post(self, path: str, *, body: dict[str, object], cast_to: type) -> object:
+        assert cast_to is object  # the JSON as sent, no typed layer
+        self.posts.append((path, body))
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"choices": []},
+        {"choices": [{"message": None}]},
+        [],
+        {"choices": [{"message": {"tool_calls": [{"function": {}}]}}]},
+    ],
+    ids=["empty", "no-choice", "no-message", "not-an-object", "unnamed-tool"],
+)
+async def test_an_answer_that_is_no_chat_completion_fails_for_good(answer: object) -> None:
+    from app.engine.providers.openai import OpenAICompatibleChat
+
+    model = OpenAICompatibleChat(Answering(answer), "gpt-4o-mini")
+    with pytest.raises(ProviderFailure) as failed:
+        await model.complete(request("hi", stream=False))
+    assert not failed.value.retryable
+    assert failed.value.message == "openai: not a chat completion"
+
+
+async def test_a_whole_answer_reads_text_tool_calls_and_usage_from_the_json() -> None:
+    from app.engine.providers.groq import groq_chat
+
+    client = Answering(
+        {
+            "choices": [
+                {
+                    "message": {
+                        "content": None,
+                        "tool_calls": [
+                            {"function": {"name": "order_status", "arguments": '{"order_id": "7"}'}}
+                        ],
+                    }
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": None},
+        }
+    )
+    completion = await groq_chat(client, "llama-3.3-70b").complete(request("hi", stream=False))
+    assert client.posts[0][0] == "/openai/v1/chat/completions"  # where the groq SDK posts
+    assert completion.text == ""
+    assert [(call.id, call.name, call.arguments) for call in completion.tool_calls] == [
+        ("call_0", "order_status", {"order_id": "7"})
+    ]
+    assert completion.usage == Usage(12, 0)

@@ -19,6 +19,7 @@ def groq_chat(client: Any, model: str) -> OpenAICompatibleChat:
         errors=groq,
         max_tokens_field="max_completion_tokens",
         usage_in_stream=False,  # Groq always reports it, in `x_groq.usage`
+        completions_path="/openai/v1/chat/completions",  # the groq SDK's own
     )
 
 
