@@ -186,11 +186,12 @@ class Resources:
         then pays for none of it. Opened under load instead, twenty SQLite connections (a
         thread each) held up the first turns of twenty calls by up to 0.6 s
         (docs/benchmarks.md)."""
-        if self.engine is None:
+        engine = self.engine
+        if engine is None:
             return
 
         async def one() -> None:
-            async with self.engine.connect() as connection:  # type: ignore[union-attr]
+            async with engine.connect() as connection:
                 await connection.exec_driver_sql("SELECT 1 FROM alembic_version")
 
         await asyncio.gather(*(one() for _ in range(count)))
