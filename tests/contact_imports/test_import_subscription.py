@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from app.contact_imports.models import ContactImport
 from app.core.ids import new_id
 from app.kit.event_stream import SubscriptionQuota
 from tests.conftest import Tenant
+from tests.contact_imports.rows import queued_import as queued_import_row
 from tests.events.test_graphql_subscription import Harness, _bearer, committed_url, harness
 
 __all__ = ["committed_url", "harness"]
@@ -21,23 +21,7 @@ async def queued_import(harness: Harness, tenant: Tenant) -> str:
     """An import that stays queued (no job runs it), so its subscription stays open."""
     import_id = new_id()
     async with harness.sessionmaker() as session:
-        session.add(
-            ContactImport(
-                id=import_id,
-                organization_id=tenant.organization_id,
-                status="queued",
-                file_name="contacts.csv",
-                object_key=f"contact-imports/{tenant.organization_id}/{import_id}/contacts.csv",
-                size_bytes=10,
-                on_duplicate="skip",
-                rows_read=0,
-                created_count=0,
-                updated_count=0,
-                skipped_count=0,
-                failed_count=0,
-                committed_offset=0,
-            )
-        )
+        session.add(queued_import_row(tenant.organization_id, import_id, size_bytes=10))
         await session.commit()
     return import_id
 

@@ -17,6 +17,7 @@ from app.contact_imports.tasks import run_import
 from app.core.ids import new_id
 from app.kit.ratelimit import MemoryRateLimiter
 from app.resources import Resources
+from tests.contact_imports.rows import import_key, queued_import
 from tests.engine.fixtures import backend_fixture, stack_fixture
 from tests.webhooks.test_delivery_engine import Engine, eventually
 
@@ -181,21 +182,11 @@ async def test_a_batch_beside_one_that_fails_is_rolled_back_and_the_import_resum
         engine=bind,
     )
     import_id = new_id()
-    key = f"contact-imports/{tenant.organization_id}/{import_id}/contacts.csv"
+    key = import_key(tenant.organization_id, import_id)
     data = _overlapping_file()
     size = await import_store(engine.settings).put(key, io.BytesIO(data), "text/csv")
     async with engine.sessionmaker() as session:
-        session.add(
-            ContactImport(
-                id=import_id,
-                organization_id=tenant.organization_id,
-                status="queued",
-                file_name="contacts.csv",
-                object_key=key,
-                size_bytes=size,
-                on_duplicate="skip",
-            )
-        )
+        session.add(queued_import(tenant.organization_id, import_id, size_bytes=size))
         await session.commit()
     started: list[int] = []
 
