@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -35,6 +35,9 @@ from app.resources import Resources
 from workers import metrics
 
 logger = structlog.get_logger("switchboard.worker")
+# How long a worker's shutdown waits for each thing it closes: a client whose close never
+# returns must not keep the process (or the deployment's rollout) waiting forever.
+CLOSE_STEP_SECONDS = 15.0
 
 T = TypeVar("T")
 MAX_ERROR_BACKOFF_SECONDS = 300.0
@@ -185,12 +188,12 @@ class JobRuntime(Middleware):
                 task.cancel()
         if self._sweeper is not None:
             self._sweeper.cancel()
-            await asyncio.gather(self._sweeper, return_exceptions=True)
+            await _bounded(asyncio.gather(self._sweeper, return_exceptions=True), "sweep")
             self._sweeper = None
         for shared in self._shared.values():
             close = getattr(shared, "aclose", None)
             if close is not None:
-                await close()
+                await _bounded(close(), type(shared).__name__)
         self._shared.clear()
         if self._driver_pool is not None:
             await self._driver_pool.close()
@@ -276,3 +279,10 @@ async def run_job(runtime: JobRuntime, job_id: str, body: JobBody) -> None:
                 await outbox.reschedule(runner, job_id, claimed.token, retry_at, error=error)
         except outbox.StaleRun:
             logger.warning("stale run refused", job_id=job_id, actor=claimed.actor)
+
+
+async def _bounded(closing: Awaitable[Any], what: str) -> None:
+    try:
+        await asyncio.wait_for(closing, CLOSE_STEP_SECONDS)
+    except TimeoutError:
+        logger.warning("worker shutdown: gave up waiting", closing=what, seconds=CLOSE_STEP_SECONDS)

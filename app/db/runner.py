@@ -14,6 +14,7 @@ A read-only API request on PostgreSQL sends its prepared reads to the API proces
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -24,6 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.jsonutil import loads_text
 from app.db.prepared import READ_POOL, PreparedStatement
+
+# How long a shutdown waits for the pool's connections to come back.
+CLOSE_SECONDS = 10.0
 
 
 class StatementRunner(Protocol):
@@ -184,5 +188,12 @@ class DriverPool:
                 yield DriverRunner(connection, self.dialect)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
+        """Close gracefully; a connection still out after CLOSE_SECONDS (its holder abandoned
+        mid-statement) no longer holds the shutdown: asyncpg's close would wait for it
+        forever, so every connection is then closed at once."""
+        if self._pool is None:
+            return
+        try:
+            await asyncio.wait_for(self._pool.close(), CLOSE_SECONDS)
+        except TimeoutError:
+            self._pool.terminate()

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
+from app.core.tls import client_tls_context
 from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 
@@ -51,7 +52,8 @@ def guarded_transport(
             # Every open connection stays open: past the default 20 kept alive, a worker
             # answering many conversations at once reconnected for most of its model calls.
             self._inner = http.AsyncHTTPTransport(
-                limits=http.Limits(max_connections=100, max_keepalive_connections=100)
+                verify=client_tls_context(),
+                limits=http.Limits(max_connections=100, max_keepalive_connections=100),
             )
 
         async def handle_async_request(self, request: Any) -> Any:

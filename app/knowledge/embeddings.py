@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
+from app.core.tls import client_tls_context
 from app.kit.errors import DomainError
 from app.webhooks.ssrf import resolve_public_addresses
 
@@ -190,7 +191,10 @@ class OpenAIEmbedder:
             headers["Authorization"] = f"Bearer {self._api_key}"
         rows: list[Matrix] = []
         async with httpx.AsyncClient(
-            timeout=self._timeout, transport=self._transport, follow_redirects=False
+            timeout=self._timeout,
+            transport=self._transport,
+            follow_redirects=False,
+            verify=client_tls_context(),
         ) as client:
             for start in range(0, len(texts), self._batch_size):
                 batch = list(texts[start : start + self._batch_size])

@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.core.tls import client_tls_context
+
 SWITCHBOARD = Path(sys.executable).parent / "switchboard"
 REPO_DIR = Path(__file__).resolve().parents[2]
 
@@ -64,7 +66,9 @@ class WorkerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def scrape(self) -> str:
-        response = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2)
+        response = httpx.get(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2, verify=client_tls_context()
+        )
         response.raise_for_status()
         return response.text
 

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import orjson
 
+from app.core.tls import client_tls_context
 from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import Resolver, resolve_public_addresses, system_resolver
 
@@ -51,7 +52,10 @@ class ToolCaller:
         self._timeout = timeout
         self._resolver = resolver
         self._client = httpx.AsyncClient(
-            timeout=timeout, follow_redirects=False, transport=transport
+            timeout=timeout,
+            follow_redirects=False,
+            transport=transport,
+            verify=client_tls_context(),
         )
 
     async def aclose(self) -> None:

@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape
 
 import httpx
 
+from app.core.tls import client_tls_context
 from app.integrations.telephony.base import (
     CallDetails,
     CallPlacement,
@@ -74,7 +75,10 @@ class TwilioCarrier:
         self.account_sid = account_sid
         self._base = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
-            auth=(account_sid, auth_token), timeout=timeout, transport=transport
+            auth=(account_sid, auth_token),
+            timeout=timeout,
+            transport=transport,
+            verify=client_tls_context(),
         )
 
     def _url(self, path: str) -> str:

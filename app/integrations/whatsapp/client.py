@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import httpx
 import structlog
 
+from app.core.tls import client_tls_context
 from app.integrations.whatsapp.errors import (
     InvalidParameter,
     PairRateLimited,
@@ -97,7 +98,7 @@ class GraphApiClient:
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token
         self._owns_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=timeout)
+        self._http = http or httpx.AsyncClient(timeout=timeout, verify=client_tls_context())
         self._timeout = timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
