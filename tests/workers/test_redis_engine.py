@@ -179,12 +179,14 @@ async def test_flushing_redis_mid_way_loses_no_delivery(
     stack: Engine, flushable: redis.Redis, database_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     tenant = await stack.tenants.organization()
-    env = worker_env(database_url, redis_url, tmp_path)
+    # One delivery at a time on the worker's loop: the others wait in Redis (with room for
+    # many, a fast worker had taken every job before the first flush, leaving Redis empty).
+    env = worker_env(database_url, redis_url, tmp_path, SWITCHBOARD_WORKER_LOCAL_JOBS=1)
     log = tmp_path / "worker.log"
     flushed: list[set[str]] = []
     with running_receiver() as receiver:
-        # One thread and slow answers: deliveries queue up in Redis, even when the contacts
-        # are written slowly (a loaded machine).
+        # Slow answers: deliveries queue up in Redis, even when the contacts are written
+        # slowly (a loaded machine).
         receiver.default = Answer(200, delay=0.5)
         paths = ("/a", "/b")
         for path in paths:
