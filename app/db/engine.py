@@ -18,15 +18,12 @@ from sqlalchemy.pool import NullPool
 from app.core.jsonutil import dumps_str, loads
 
 
-def _prepare_sqlite_file(url: str) -> None:
+def _sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names (a path or a `file:` URI); None for a database in memory."""
     database = make_url(url).database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
-
-
-def _is_file_database(url: str) -> bool:
-    database = make_url(url).database
-    return bool(database) and database != ":memory:" and "mode=memory" not in url
+    if not database or database == ":memory:" or "mode=memory" in url:
+        return None
+    return database
 
 
 def _install_sqlite_pragmas(engine: AsyncEngine) -> None:
@@ -66,9 +63,11 @@ def create_engine(url: str, *, pool_size: int = 10, null_pool: bool = False) -> 
         # sustained load that churn (a server process fork each) dominated request cost.
         kwargs.update(pool_size=pool_size, max_overflow=0, pool_timeout=30)
     if backend == "sqlite":
-        _prepare_sqlite_file(url)
         kwargs["connect_args"] = {"timeout": 30}
-        if not null_pool and _is_file_database(url):
+        database = _sqlite_file(url)
+        if database is not None and not database.startswith("file:"):
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        if not null_pool and database is not None:
             # aiosqlite gives every connection a thread of its own: past SQLAlchemy's default
             # 5 pooled connections each session opened a thread and the file (and closed them
             # on return). Twenty live calls searching knowledge at once spent most of a turn

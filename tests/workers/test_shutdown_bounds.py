@@ -61,10 +61,11 @@ class HangingClient:
 
 
 class Client:
-    closed = False
+    def __init__(self) -> None:
+        self.closed = False
 
     async def aclose(self) -> None:
-        Client.closed = True
+        self.closed = True
 
 
 def hanging(_settings: object) -> HangingClient:
@@ -82,8 +83,8 @@ async def test_a_shared_client_whose_close_hangs_does_not_hold_the_shutdown(
     runtime = JobRuntime(make_settings(sqlite_url, tmp_path))
     await runtime.open()
     runtime.shared(hanging)
-    runtime.shared(client)
+    after_it = runtime.shared(client)
     began = time.monotonic()
     await asyncio.wait_for(runtime.close(), 5)
     assert time.monotonic() - began < 2
-    assert Client.closed  # the clients after the hanging one are still closed
+    assert after_it.closed  # the clients after the hanging one are still closed
