@@ -124,8 +124,9 @@ class Settings(BaseSettings):
     # Objects of plain fields completed without resolver calls (app/graphql/execution.py);
     # off: graphql-core completes every field.
     graphql_fast_executor: bool = True
-    # Prepared statements sent on the asyncpg driver, on PostgreSQL (app/db/prepared.py, the
-    # read pool and the workers' job statements); off: through SQLAlchemy sessions.
+    # Prepared statements sent on the driver (app/db/prepared.py): on PostgreSQL the read pool
+    # and the workers' job statements on asyncpg, on a SQLite file the read-only sessions'
+    # reads on their own connections (app/db/sqlite_reads.py); off: through SQLAlchemy sessions.
     prepared_on_driver: bool = True
     jwt_ttl_seconds: int = Field(default=3600, ge=60)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)

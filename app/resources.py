@@ -15,9 +15,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.access.cache import CredentialCache, RevocationListener
 from app.access.failures import FailedAuthentications
 from app.config import Settings
-from app.db.engine import create_engine, create_sessionmaker
-from app.db.prepared import ON_DRIVER, READ_POOL
+from app.db.engine import create_engine, create_sessionmaker, sqlite_file
+from app.db.prepared import ON_DRIVER, READ_POOL, ReadPool
 from app.db.runner import DriverPool, driver_dsn
+from app.db.sqlite_reads import SqliteReadPool
 from app.kit.event_stream import (
     LOCAL_EVENT_STREAM,
     EventStream,
@@ -45,7 +46,7 @@ class Resources:
     # BEGIN/COMMIT round trips); tests, inside one rolled-back transaction, read as they write.
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     # Driver connections for prepared reads of read-only requests on PostgreSQL (`start`).
-    read_pool: DriverPool | None = None
+    read_pool: ReadPool | None = None
     # API key lookups kept per process while revocations can reach it (app/access/cache.py).
     credential_cache: CredentialCache | None = None
     revocation_listener: RevocationListener | None = None
@@ -84,7 +85,7 @@ class Resources:
     ) -> Resources:
         """Open what the settings name; tests pass their own transaction-bound sessionmaker.
 
-        Workers (`serves_api=False`) need no read pool and no API key cache.
+        Workers (`serves_api=False`) need no PostgreSQL read pool and no API key cache.
         """
         engine = read_sessionmaker = None
         if sessionmaker is None:
@@ -99,7 +100,16 @@ class Resources:
         event_stream: EventStream = LOCAL_EVENT_STREAM
         if redis is not None:
             event_stream = RedisEventStream(redis, listening_redis)
-        read_pool = credential_cache = revocation_listener = None
+        read_pool: ReadPool | None = None
+        credential_cache = revocation_listener = None
+        if (
+            engine is not None
+            and dialect_name == "sqlite"
+            and settings.prepared_on_driver
+            and sqlite_file(settings.database_url) is not None
+        ):
+            # Every process: a voice process's knowledge lookups read through it too.
+            read_pool = SqliteReadPool(settings.database_url, engine.dialect, settings.db_pool_size)
         if serves_api and engine is not None and engine.dialect.driver == "asyncpg":
             if settings.prepared_on_driver:
                 read_pool = DriverPool(settings.database_url, engine.dialect, settings.db_pool_size)
@@ -135,9 +145,10 @@ class Resources:
         """The session of one request (or job step), opened the way its work needs.
 
         SQLite writers take the write lock up front (BEGIN IMMEDIATE) so a read-then-write
-        transaction never fails to upgrade. Read-only work on PostgreSQL runs its prepared reads
-        on the read pool and never checks out an ORM connection unless it issues an ORM query;
-        other sessions there run them on their own connection's driver (app/db/prepared.py).
+        transaction never fails to upgrade. Read-only work on PostgreSQL or a SQLite file runs its
+        prepared reads on the read pool and never checks out an ORM connection unless it issues
+        an ORM query; other PostgreSQL sessions run them on their own connection's driver
+        (app/db/prepared.py).
         """
         if writes:
             return self._write_session()

@@ -40,7 +40,7 @@ from app.contacts.schemas import CONTACT
 from app.core.clock import utcnow
 from app.db.base import UTCDateTime
 from app.db.counters import counted_total
-from app.db.prepared import constant
+from app.db.prepared import PreparedStatement, constant
 from app.kit.pagination import CursorPage, CursorParams
 from app.kit.repository import TOTAL_LABEL, Filter, OrgScopedRepository
 
@@ -52,9 +52,11 @@ FTS_MIN_CHARACTERS = 3
 # index hit costs a row lookup, a scan reads the organization's rows in order and stops at the
 # page (measured at 100k contacts: 10k hits about as costly as the scan).
 FTS_MAX_HITS = 10_000
-_FTS_HITS = text(
-    "SELECT count(*) FROM (SELECT 1 FROM contacts_fts WHERE contacts_fts MATCH :fts_query"
-    " LIMIT :cap)"
+_FTS_HITS = PreparedStatement(
+    text(
+        "SELECT count(*) AS hits FROM (SELECT 1 FROM contacts_fts"
+        " WHERE contacts_fts MATCH :fts_query LIMIT :cap)"
+    ).columns(column("hits", Integer))
 )
 
 
@@ -214,10 +216,11 @@ class ContactRepository(OrgScopedRepository[Contact]):
         index_search = next((f for f in filters if f.name == "search_fts"), None)
         if index_search is None:
             return filters
-        hits = await self.session.scalar(
-            _FTS_HITS, {"fts_query": index_search.params["fts_query"], "cap": FTS_MAX_HITS + 1}
+        counted = await _FTS_HITS.first(
+            self.session,
+            {"fts_query": index_search.params["fts_query"], "cap": FTS_MAX_HITS + 1},
         )
-        if (hits or 0) <= FTS_MAX_HITS:
+        if (counted.hits if counted is not None else 0) <= FTS_MAX_HITS:
             return filters
         scan = Filter("search", _matches_search, {"pattern": index_search.params["pattern"]})
         return [scan if f is index_search else f for f in filters]

@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 from app.core.jsonutil import dumps_str, loads
 
 
-def _sqlite_file(url: str) -> str | None:
+def sqlite_file(url: str) -> str | None:
     """The file a SQLite URL names (a path or a `file:` URI); None for a database in memory."""
     database = make_url(url).database
     if not database or database == ":memory:" or "mode=memory" in url:
@@ -64,7 +64,7 @@ def create_engine(url: str, *, pool_size: int = 10, null_pool: bool = False) -> 
         kwargs.update(pool_size=pool_size, max_overflow=0, pool_timeout=30)
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": 30}
-        database = _sqlite_file(url)
+        database = sqlite_file(url)
         if database is not None and not database.startswith("file:"):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         if not null_pool and database is not None:

@@ -6,9 +6,10 @@ A `PreparedStatement` (a read, or a write with or without RETURNING) is built on
 compiled once. In the sessions the service opens on PostgreSQL (`Resources.session`) it runs
 on the asyncpg driver, on the session's own connection (same transaction when one is open) or
 on a read-only request's `DriverPool`, as a driver-prepared statement with SQLAlchemy's own
-bind and result processors applied, so values match what the ORM returns. Anywhere else
-(SQLite, a session the service did not mark, SWITCHBOARD_PREPARED_ON_DRIVER=false) the cached
-statement runs through the session like any ORM query.
+bind and result processors applied, so values match what the ORM returns. A read-only session
+on a SQLite file sends its reads to the `SqliteReadPool` the same way. Anywhere else (a write
+session on SQLite, a session the service did not mark, SWITCHBOARD_PREPARED_ON_DRIVER=false)
+the cached statement runs through the session like any ORM query.
 
 A prepared statement outlives the request that built it, so it may carry no values: every
 bound parameter is named and valueless (`bindparam("org_id")`), its value given at each
@@ -25,27 +26,49 @@ from collections import namedtuple
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from threading import Lock
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Integer, Select, String, false, literal_column, null, true
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    TextualSelect,
+    false,
+    literal_column,
+    null,
+    true,
+)
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import _anonymous_label
 
-if TYPE_CHECKING:
-    from app.db.runner import DriverPool
-
 # Shapes come from code (repository x variant x filter names), never from input, so the
 # cache stays small; the cap only guards against a programming error.
 _MAX_SHAPES = 4096
 
 
-# Session.info keys: the DriverPool a read-only request's prepared statements go to, and the
+# Session.info keys: the read pool a read-only request's prepared statements go to, and the
 # mark of a session whose prepared statements run on its own asyncpg connection.
 READ_POOL = "switchboard.read_pool"
 ON_DRIVER = "switchboard.prepared_on_driver"
+
+
+class ReadPool(Protocol):
+    """Where a read-only session's prepared reads run: `DriverPool` (PostgreSQL) or
+    `SqliteReadPool`."""
+
+    dialect: Dialect
+
+    def attach(self, session: AsyncSession) -> None: ...
+
+    async def fetch(self, sql: str, arguments: list[Any]) -> list[Any]: ...
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +77,8 @@ class _Compiled:
     # Bound value names in placeholder order ($1, $2, ...); a name may repeat.
     positions: tuple[str, ...]
     bind_processors: dict[str, Callable[[Any], Any]]
+    # Values a dialect renders into every statement of a shape (SQLite's `OFFSET 0`).
+    dialect_constants: dict[str, Any]
     row_type: type[tuple[Any, ...]]
     result_processors: tuple[tuple[int, Callable[[Any], Any]], ...]
 
@@ -63,7 +88,9 @@ class _Compiled:
             try:
                 value = params[name]
             except KeyError:
-                raise KeyError(f"prepared statement parameter {name!r} was not given") from None
+                if name not in self.dialect_constants:
+                    raise KeyError(f"prepared statement parameter {name!r} was not given") from None
+                value = self.dialect_constants[name]
             processor = self.bind_processors.get(name)
             values.append(processor(value) if processor is not None else value)
         return values
@@ -87,7 +114,7 @@ class PreparedStatement:
     """One SELECT, or INSERT/UPDATE/DELETE with or without RETURNING; rows answer attribute
     access by column key on every path."""
 
-    def __init__(self, statement: Select[*tuple[Any, ...]] | UpdateBase) -> None:
+    def __init__(self, statement: Select[*tuple[Any, ...]] | TextualSelect | UpdateBase) -> None:
         # Checked at construction, on the production dialect, whichever one runs it later.
         _refuse_values(statement.compile(dialect=_CHECK_DIALECT))
         self.statement = statement
@@ -101,9 +128,15 @@ class PreparedStatement:
 
     def _compile(self, dialect: Dialect) -> _Compiled:
         compiled: Any = self.statement.compile(dialect=dialect)
-        _refuse_values(compiled)
         # bind_names maps each bound parameter to the name its placeholder was rendered with.
         bind_names: dict[Any, str] = compiled.bind_names
+        # The statement itself carries no value (refused at construction, on PostgreSQL's
+        # dialect): a valued parameter here is one the dialect adds to every statement.
+        constants = {
+            name: bind.effective_value for bind, name in bind_names.items() if not bind.required
+        }
+        if dialect.name == _CHECK_DIALECT.name and constants:
+            _refuse_values(compiled)
         if any(bind.expanding for bind in bind_names):
             raise ValueError(
                 "expanding (IN list) parameters are not supported in PreparedStatement"
@@ -120,7 +153,7 @@ class PreparedStatement:
                 processors[name] = processor
         columns = list(
             self.statement.selected_columns
-            if isinstance(self.statement, Select)
+            if isinstance(self.statement, Select | TextualSelect)
             else self.statement.exported_columns
         )
         keys = [str(column.key) for column in columns]
@@ -133,13 +166,14 @@ class PreparedStatement:
             sql=str(compiled),
             positions=tuple(compiled.positiontup or ()),
             bind_processors=processors,
+            dialect_constants=constants,
             row_type=namedtuple("PreparedRow", keys),
             result_processors=tuple(result_processors),
         )
 
     async def all(self, session: AsyncSession, params: dict[str, Any]) -> list[Any]:
         info = session.info
-        read_pool: DriverPool | None = info.get(READ_POOL)
+        read_pool: ReadPool | None = info.get(READ_POOL)
         if read_pool is not None:
             compiled = self.compiled(read_pool.dialect)
             return compiled.rows(await read_pool.fetch(compiled.sql, compiled.arguments(params)))

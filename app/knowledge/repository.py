@@ -8,8 +8,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import bindparam, delete, func, insert, literal_column, select, text, update
+from sqlalchemy import (
+    Integer,
+    String,
+    any_,
+    bindparam,
+    column,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 
+from app.core.jsonutil import dumps_str
+from app.db.prepared import PreparedStatement
 from app.kit.repository import OrgScopedRepository, tenant_condition
 from app.knowledge.models import READY, KnowledgeChunk, KnowledgeDocument
 from app.knowledge.schemas import DOCUMENT
@@ -17,24 +33,56 @@ from app.knowledge.schemas import DOCUMENT
 _TERM = re.compile(r"[^\W_]+")
 MAX_QUERY_TERMS = 32
 
-# The tenant condition in SQL text: `:org_id` is bound by `_execute`, as `tenant_condition`'s.
-_FTS_SEARCH = text(
-    "SELECT c.id FROM knowledge_chunks_fts JOIN knowledge_chunks AS c"
-    " ON c.id = knowledge_chunks_fts.rowid"
-    " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org_id"
-    " ORDER BY bm25(knowledge_chunks_fts) LIMIT :limit"
+# The searches are prepared reads: an agent's knowledge lookup in a live call reads in one
+# driver round trip (app/db/prepared.py). The tenant condition in SQL text: `:org_id` is
+# bound by `_bound`, as `tenant_condition`'s.
+_FTS_SEARCH = PreparedStatement(
+    text(
+        "SELECT c.id FROM knowledge_chunks_fts JOIN knowledge_chunks AS c"
+        " ON c.id = knowledge_chunks_fts.rowid"
+        " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org_id"
+        " ORDER BY bm25(knowledge_chunks_fts) LIMIT :limit"
+    ).columns(column("id", Integer))
 )
 _TSQUERY = func.to_tsquery(literal_column("'english'"), bindparam("match"))
-_PG_SEARCH = (
+_PG_SEARCH = PreparedStatement(
     select(KnowledgeChunk.id)
     .where(
         tenant_condition(KnowledgeChunk),
         KnowledgeChunk.search_vector.op("@@")(_TSQUERY),
     )
     # Normalisation 1: divided by 1 + log(length), so long chunks do not win by size alone.
-    .order_by(func.ts_rank(KnowledgeChunk.search_vector, _TSQUERY, 1).desc(), KnowledgeChunk.id)
+    .order_by(
+        func.ts_rank(KnowledgeChunk.search_vector, _TSQUERY, literal_column("1")).desc(),
+        KnowledgeChunk.id,
+    )
     .limit(bindparam("limit"))
 )
+
+
+def _chunks_by_id(dialect_name: str) -> PreparedStatement:
+    # The ids are one bound value (a prepared statement has no IN list): an array on
+    # PostgreSQL, a JSON array on SQLite.
+    if dialect_name == "postgresql":
+        wanted = KnowledgeChunk.id == any_(bindparam("ids", type_=ARRAY(Integer)))
+    else:
+        ids = func.json_each(bindparam("ids", type_=String))
+        wanted = KnowledgeChunk.id.in_(select(column("value", Integer)).select_from(ids))
+    return PreparedStatement(
+        select(
+            KnowledgeChunk.id,
+            KnowledgeChunk.document_id,
+            KnowledgeDocument.file_name,
+            KnowledgeChunk.chunk_index,
+            KnowledgeChunk.text,
+            KnowledgeChunk.page,
+        )
+        .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
+        .where(tenant_condition(KnowledgeChunk), wanted)
+    )
+
+
+_CHUNKS_BY_ID = {name: _chunks_by_id(name) for name in ("postgresql", "sqlite")}
 
 
 # Question words and glue that match nearly every passage: dropped from queries (PostgreSQL's
@@ -184,28 +232,20 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
         if not terms:
             return []
         if self.dialect_name == "postgresql":
-            result = await self._execute(_PG_SEARCH, {"match": " | ".join(terms), "limit": limit})
+            statement, match = _PG_SEARCH, " | ".join(terms)
         else:
-            match = " OR ".join(f'"{term}"' for term in terms)
-            result = await self._execute(_FTS_SEARCH, {"match": match, "limit": limit})
-        return [row[0] for row in result.all()]
+            statement, match = _FTS_SEARCH, " OR ".join(f'"{term}"' for term in terms)
+        rows = await statement.all(self.session, self._bound({"match": match, "limit": limit}))
+        return [row[0] for row in rows]
 
     async def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, Any]:
         if not chunk_ids:
             return {}
-        rows = await self._execute(
-            select(
-                KnowledgeChunk.id,
-                KnowledgeChunk.document_id,
-                KnowledgeDocument.file_name,
-                KnowledgeChunk.chunk_index,
-                KnowledgeChunk.text,
-                KnowledgeChunk.page,
-            )
-            .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
-            .where(self._org_bound(KnowledgeChunk), KnowledgeChunk.id.in_(list(chunk_ids)))
-        )
-        return {row.id: row for row in rows.all()}
+        postgresql = self.dialect_name == "postgresql"
+        ids = list(chunk_ids) if postgresql else dumps_str(list(chunk_ids))
+        statement = _CHUNKS_BY_ID["postgresql" if postgresql else "sqlite"]
+        rows = await statement.all(self.session, self._bound({"ids": ids}))
+        return {row.id: row for row in rows}
 
     async def vector_version(self, model: str) -> tuple[int, int, datetime | None]:
         """Changes whenever the set of searchable vectors of `model` changes."""
