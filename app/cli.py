@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.config import Settings, get_settings
 from app.core.jsonutil import dumps_str
-from app.db.engine import create_engine, create_sessionmaker
+from app.db.engine import create_engine, create_sessionmaker, sqlite_file
 from app.kit.errors import DomainError
 
 T = TypeVar("T")
@@ -50,10 +50,8 @@ def shown_database_url(database_url: str) -> str:
 
 def _sqlite_file_missing(database_url: str) -> bool:
     """True for a SQLite URL whose file does not exist (connecting would create it empty)."""
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return False
-    return not Path(url.database).exists()
+    database = sqlite_file(database_url)
+    return database is not None and not Path(database.removeprefix("file:")).exists()
 
 
 async def _require_migrated(engine: AsyncEngine, database_url: str) -> None:

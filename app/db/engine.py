@@ -19,9 +19,13 @@ from app.core.jsonutil import dumps_str, loads
 
 
 def sqlite_file(url: str) -> str | None:
-    """The file a SQLite URL names (a path or a `file:` URI); None for a database in memory."""
-    database = make_url(url).database
-    if not database or database == ":memory:" or "mode=memory" in url:
+    """The file a SQLite URL names (a path or a `file:` URI); None for a database in memory
+    and for any other backend."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database:
+        return None
+    if database == ":memory:" or "mode=memory" in url:
         return None
     return database
 
