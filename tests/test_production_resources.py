@@ -44,11 +44,20 @@ def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@asynccontextmanager
+async def committed_sessions(url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions of a plain engine on `url`: what they write is committed for the app."""
+    engine = create_engine(url, pool_size=2)
+    try:
+        yield create_sessionmaker(engine)
+    finally:
+        await engine.dispose()
+
+
 @pytest.fixture
 async def committed(pg_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    engine = create_engine(pg_url, pool_size=2)
-    yield create_sessionmaker(engine)
-    await engine.dispose()
+    async with committed_sessions(pg_url) as sessions:
+        yield sessions
 
 
 @asynccontextmanager
@@ -175,33 +184,49 @@ class StatementsThroughSQLAlchemy:
         return self.count - before
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+async def committed_database(
+    request: pytest.FixtureRequest, pg_url: str, tmp_path: Path
+) -> AsyncIterator[tuple[str, async_sessionmaker[AsyncSession]]]:
+    """A committed database of each backend: PostgreSQL's, or a new SQLite file (where a
+    read-only session's reads go to the SQLite read pool, app/db/sqlite_reads.py)."""
+    if request.param == "postgresql":
+        url = pg_url
+    else:
+        url = f"sqlite+aiosqlite:///{tmp_path / 'committed.db'}"
+        await asyncio.to_thread(upgrade, url)
+    async with committed_sessions(url) as sessions:
+        yield url, sessions
+
+
 @pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
 async def test_prepared_statements_return_what_the_plain_orm_returns(
-    pg_url: str, tmp_path: Path, committed: async_sessionmaker[AsyncSession], on_driver: bool
+    committed_database: tuple[str, async_sessionmaker[AsyncSession]],
+    tmp_path: Path,
+    on_driver: bool,
 ) -> None:
     """Every path of a prepared read (the read pool, a write session's own connection; on the
     driver or, switched off, through SQLAlchemy) against the same statement run by a plain
-    ORM session, which never takes the driver path."""
+    ORM session, which never takes the driver path. On SQLite a write session's reads always
+    go through SQLAlchemy."""
+    url, committed = committed_database
     tenant = await TenantFactory(committed).organization(f"Lent {on_driver}")
     counted = StatementsThroughSQLAlchemy("contacts")
     event.listen(Engine, "before_cursor_execute", counted)
     try:
-        async with serving(pg_url, tmp_path, prepared_on_driver=on_driver) as (client, app):
-            for index in range(7):
-                response = await client.post(
-                    "/api/v1/contacts",
-                    headers=_auth(tenant),
-                    json={
-                        "phone_number": f"+1415555{index:04d}",
-                        "name": f"Person {index} 100%_off",
-                        "tags": ["vip"] if index % 2 else ["new", "x"],
-                        "custom_fields": {"n": index, "nested": {"ok": True}},
-                    },
-                )
-                assert response.status_code == 200, response.text
+        async with serving(url, tmp_path, prepared_on_driver=on_driver) as (client, app):
+            await create_paged_contacts(client, tenant)
             resources: Resources = app.state.resources
             assert (resources.read_pool is not None) is on_driver
-            await _compare_pages(resources, committed, tenant, counted, on_driver)
+            postgresql = resources.dialect_name == "postgresql"
+            await _compare_pages(
+                resources,
+                committed,
+                tenant,
+                counted,
+                on_driver,
+                writes_on_driver=on_driver and postgresql,
+            )
             listed = await client.get("/api/v1/contacts?tag=vip&limit=100", headers=_auth(tenant))
             assert listed.json()["total_count"] == 3
             assert {item["tags"][0] for item in listed.json()["data"]} == {"vip"}
@@ -209,8 +234,33 @@ async def test_prepared_statements_return_what_the_plain_orm_returns(
                 f"/api/v1/contacts/{listed.json()['data'][0]['id']}", headers=_auth(tenant)
             )
             assert found.json()["custom_fields"]["nested"] == {"ok": True}
+            # A page after the first through the app (its anchor read; SQLite's OFFSET 0).
+            first = await client.get("/api/v1/contacts?limit=3", headers=_auth(tenant))
+            after = first.json()["data"][-1]["id"]
+            second = await client.get(
+                f"/api/v1/contacts?limit=3&starting_after={after}", headers=_auth(tenant)
+            )
+            assert second.status_code == 200, second.text
+            assert (len(second.json()["data"]), second.json()["total_count"]) == (3, 7)
     finally:
         event.remove(Engine, "before_cursor_execute", counted)
+
+
+async def create_paged_contacts(client: httpx.AsyncClient, tenant: Tenant) -> None:
+    """Seven contacts whose pages `_compare_pages` reads: tags, a name with LIKE's wildcards,
+    nested custom fields."""
+    for index in range(7):
+        response = await client.post(
+            "/api/v1/contacts",
+            headers=_auth(tenant),
+            json={
+                "phone_number": f"+1415555{index:04d}",
+                "name": f"Person {index} 100%_off",
+                "tags": ["vip"] if index % 2 else ["new", "x"],
+                "custom_fields": {"n": index, "nested": {"ok": True}},
+            },
+        )
+        assert response.status_code == 200, response.text
 
 
 async def _compare_pages(

@@ -1,5 +1,6 @@
 """A SQLite file's read pool (app/db/sqlite_reads.py): a read-only session's prepared reads run
-on connections of their own, one thread hop each, and return what the ORM returns.
+on connections of their own, one thread hop each (tests/test_production_resources.py compares
+what they return with the ORM's, on both backends).
 
 Most tests run in one rolled-back transaction, where no read pool exists; here the app owns
 its resources on a migrated SQLite file, as `make run` does.
@@ -17,7 +18,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.engine import create_engine, create_sessionmaker
 from app.db.sqlite_reads import SqliteReadPool
 from app.engine.knowledge import agent_subject, knowledge_lookup
 from app.resources import Resources
@@ -26,7 +26,7 @@ from tests.knowledge.conftest import BASE, index_all, uploaded
 from tests.test_production_resources import (
     StatementsThroughSQLAlchemy,
     _auth,
-    _compare_pages,
+    committed_sessions,
     serving,
 )
 
@@ -39,9 +39,8 @@ def sqlite_url(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 async def committed(sqlite_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    engine = create_engine(sqlite_url, pool_size=2)
-    yield create_sessionmaker(engine)
-    await engine.dispose()
+    async with committed_sessions(sqlite_url) as sessions:
+        yield sessions
 
 
 @pytest.fixture
@@ -50,45 +49,6 @@ def counted() -> Iterator[StatementsThroughSQLAlchemy]:
     event.listen(Engine, "before_cursor_execute", counter)
     yield counter
     event.remove(Engine, "before_cursor_execute", counter)
-
-
-@pytest.mark.parametrize("on_driver", [True, False], ids=["read-pool", "sqlalchemy"])
-async def test_prepared_reads_on_a_sqlite_file_return_what_the_plain_orm_returns(
-    sqlite_url: str, tmp_path: Path, committed: async_sessionmaker[AsyncSession], on_driver: bool
-) -> None:
-    tenant = await TenantFactory(committed).organization("Reader")
-    counted = StatementsThroughSQLAlchemy("contacts")
-    event.listen(Engine, "before_cursor_execute", counted)
-    try:
-        async with serving(sqlite_url, tmp_path, prepared_on_driver=on_driver) as (client, app):
-            for index in range(7):
-                response = await client.post(
-                    "/api/v1/contacts",
-                    headers=_auth(tenant),
-                    json={
-                        "phone_number": f"+1415555{index:04d}",
-                        "name": f"Person {index} 100%_off",
-                        "tags": ["vip"] if index % 2 else ["new", "x"],
-                        "custom_fields": {"n": index, "nested": {"ok": True}},
-                    },
-                )
-                assert response.status_code == 200, response.text
-            resources: Resources = app.state.resources
-            assert isinstance(resources.read_pool, SqliteReadPool) is on_driver
-            await _compare_pages(
-                resources, committed, tenant, counted, on_driver, writes_on_driver=False
-            )
-            # Pages after the first (the anchor read, SQLite's OFFSET constant) through the app.
-            first = await client.get("/api/v1/contacts?limit=3", headers=_auth(tenant))
-            after = first.json()["data"][-1]["id"]
-            second = await client.get(
-                f"/api/v1/contacts?limit=3&starting_after={after}", headers=_auth(tenant)
-            )
-            assert second.status_code == 200, second.text
-            assert len(second.json()["data"]) == 3
-            assert second.json()["total_count"] == 7
-    finally:
-        event.remove(Engine, "before_cursor_execute", counted)
 
 
 async def test_a_knowledge_search_on_a_sqlite_file_reads_on_the_read_pool_and_its_tenant_only(
