@@ -130,13 +130,11 @@ class PreparedStatement:
         compiled: Any = self.statement.compile(dialect=dialect)
         # bind_names maps each bound parameter to the name its placeholder was rendered with.
         bind_names: dict[Any, str] = compiled.bind_names
-        # The statement itself carries no value (refused at construction, on PostgreSQL's
-        # dialect): a valued parameter here is one the dialect adds to every statement.
+        # The statement itself carries no value (refused at construction): a valued parameter
+        # here is one the dialect adds to every statement.
         constants = {
             name: bind.effective_value for bind, name in bind_names.items() if not bind.required
         }
-        if dialect.name == _CHECK_DIALECT.name and constants:
-            _refuse_values(compiled)
         if any(bind.expanding for bind in bind_names):
             raise ValueError(
                 "expanding (IN list) parameters are not supported in PreparedStatement"
@@ -228,7 +226,9 @@ _shapes: dict[Hashable, PreparedStatement] = {}
 _shapes_lock = Lock()
 
 
-def prepared(shape: Hashable, build: Callable[[], Select[Any]]) -> PreparedStatement:
+def prepared(
+    shape: Hashable, build: Callable[[], Select[Any] | TextualSelect]
+) -> PreparedStatement:
     """The statement of `shape`, built by `build` the first time it is asked for."""
     found = _shapes.get(shape)
     if found is not None:

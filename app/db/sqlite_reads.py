@@ -26,15 +26,16 @@ BUSY_TIMEOUT_MS = 5000
 
 
 class SqliteReadPool:
-    """Up to `size` read-only connections to one SQLite file, opened as reads need them; a
-    read goes to the connection with the fewest reads in flight."""
+    """Up to `size` read-only connections to one SQLite file, opened as concurrent reads need
+    them; a read takes an idle connection, or waits for the first one given back (never
+    queued behind another read's slow query)."""
 
     def __init__(self, url: str, dialect: Dialect, size: int) -> None:
         self.dialect = dialect
         self._connect_args = dialect.create_connect_args(make_url(url))
         self._size = size
         self._connections: list[aiosqlite.Connection] = []
-        self._in_flight: dict[int, int] = {}
+        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._opening = asyncio.Lock()
         self._closed = False
 
@@ -49,34 +50,26 @@ class SqliteReadPool:
 
     async def open(self) -> None:
         """Open the first connection now rather than on the first read."""
-        await self._least_busy()
+        self._idle.put_nowait(await self._checkout())
 
     async def fetch(self, sql: str, arguments: list[Any]) -> list[Any]:
-        connection = await self._least_busy()
-        key = id(connection)
-        self._in_flight[key] += 1
+        connection = await self._checkout()
         try:
             return list(await connection.execute_fetchall(sql, arguments))
         finally:
-            self._in_flight[key] -= 1
+            if not self._closed:
+                self._idle.put_nowait(connection)
 
-    async def _least_busy(self) -> aiosqlite.Connection:
-        if self._connections:
-            idlest = self._idlest()
-            if self._in_flight[id(idlest)] == 0 or len(self._connections) >= self._size:
-                return idlest
+    async def _checkout(self) -> aiosqlite.Connection:
+        if self._closed:
+            raise RuntimeError("the SQLite read pool is closed")
+        if not self._idle.empty():
+            return self._idle.get_nowait()
         async with self._opening:
-            if self._closed:
-                raise RuntimeError("the SQLite read pool is closed")
-            # Another read may have opened one, or finished, while this one waited.
-            if self._connections:
-                idlest = self._idlest()
-                if self._in_flight[id(idlest)] == 0 or len(self._connections) >= self._size:
-                    return idlest
-            return await self._add()
-
-    def _idlest(self) -> aiosqlite.Connection:
-        return min(self._connections, key=lambda each: self._in_flight[id(each)])
+            # Another read may have opened one, or given one back, while this one waited.
+            if self._idle.empty() and len(self._connections) < self._size and not self._closed:
+                return await self._add()
+        return await self._idle.get()
 
     async def _add(self) -> aiosqlite.Connection:
         args, kwargs = self._connect_args
@@ -85,7 +78,6 @@ class SqliteReadPool:
         await connection.execute("PRAGMA query_only=ON")
         await connection.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._connections.append(connection)
-        self._in_flight[id(connection)] = 0
         return connection
 
     async def close(self) -> None:

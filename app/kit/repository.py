@@ -42,6 +42,7 @@ from sqlalchemy import (
     Integer,
     ScalarSelect,
     Select,
+    TextualSelect,
     and_,
     bindparam,
     func,
@@ -195,7 +196,7 @@ class OrgScopedRepository(Generic[ModelT]):
         await self.session.delete(entity)
 
     def _prepared(
-        self, shape: tuple[Any, ...], build: Callable[[], Select[Any]]
+        self, shape: tuple[Any, ...], build: Callable[[], Select[Any] | TextualSelect]
     ) -> PreparedStatement:
         # The mode is part of the shape: a test-mode viewer's statement filters on it.
         return prepared((type(self), self.dialect_name, self.hides_live, *shape), build)

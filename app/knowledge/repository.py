@@ -10,7 +10,9 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     Integer,
+    Select,
     String,
+    TextualSelect,
     any_,
     bindparam,
     column,
@@ -25,7 +27,6 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.core.jsonutil import dumps_str
-from app.db.prepared import PreparedStatement
 from app.kit.repository import OrgScopedRepository, tenant_condition
 from app.knowledge.models import READY, KnowledgeChunk, KnowledgeDocument
 from app.knowledge.schemas import DOCUMENT
@@ -33,34 +34,34 @@ from app.knowledge.schemas import DOCUMENT
 _TERM = re.compile(r"[^\W_]+")
 MAX_QUERY_TERMS = 32
 
-# The searches are prepared reads: an agent's knowledge lookup in a live call reads in one
-# driver round trip (app/db/prepared.py). The tenant condition in SQL text: `:org_id` is
-# bound by `_bound`, as `tenant_condition`'s.
-_FTS_SEARCH = PreparedStatement(
-    text(
-        "SELECT c.id FROM knowledge_chunks_fts JOIN knowledge_chunks AS c"
-        " ON c.id = knowledge_chunks_fts.rowid"
-        " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org_id"
-        " ORDER BY bm25(knowledge_chunks_fts) LIMIT :limit"
-    ).columns(column("id", Integer))
-)
-_TSQUERY = func.to_tsquery(literal_column("'english'"), bindparam("match"))
-_PG_SEARCH = PreparedStatement(
-    select(KnowledgeChunk.id)
-    .where(
-        tenant_condition(KnowledgeChunk),
-        KnowledgeChunk.search_vector.op("@@")(_TSQUERY),
-    )
-    # Normalisation 1: divided by 1 + log(length), so long chunks do not win by size alone.
-    .order_by(
-        func.ts_rank(KnowledgeChunk.search_vector, _TSQUERY, literal_column("1")).desc(),
-        KnowledgeChunk.id,
-    )
-    .limit(bindparam("limit"))
+# The searches are prepared reads (`_prepared`, built per dialect on first use): an agent's
+# knowledge lookup in a live call reads in one driver round trip (app/db/prepared.py). The
+# tenant condition in SQL text: `:org_id` is bound by `_bound`, as `tenant_condition`'s.
+_FTS_SEARCH = (
+    "SELECT c.id FROM knowledge_chunks_fts JOIN knowledge_chunks AS c"
+    " ON c.id = knowledge_chunks_fts.rowid"
+    " WHERE knowledge_chunks_fts MATCH :match AND c.organization_id = :org_id"
+    " ORDER BY bm25(knowledge_chunks_fts) LIMIT :limit"
 )
 
 
-def _chunks_by_id(dialect_name: str) -> PreparedStatement:
+def _lexical_search(dialect_name: str) -> Select[Any] | TextualSelect:
+    if dialect_name != "postgresql":
+        return text(_FTS_SEARCH).columns(column("id", Integer))
+    query = func.to_tsquery(literal_column("'english'"), bindparam("match"))
+    return (
+        select(KnowledgeChunk.id)
+        .where(tenant_condition(KnowledgeChunk), KnowledgeChunk.search_vector.op("@@")(query))
+        # Normalisation 1: divided by 1 + log(length), so long chunks do not win by size alone.
+        .order_by(
+            func.ts_rank(KnowledgeChunk.search_vector, query, literal_column("1")).desc(),
+            KnowledgeChunk.id,
+        )
+        .limit(bindparam("limit"))
+    )
+
+
+def _chunks_by_id(dialect_name: str) -> Select[*tuple[Any, ...]]:
     # The ids are one bound value (a prepared statement has no IN list): an array on
     # PostgreSQL, a JSON array on SQLite.
     if dialect_name == "postgresql":
@@ -68,7 +69,7 @@ def _chunks_by_id(dialect_name: str) -> PreparedStatement:
     else:
         ids = func.json_each(bindparam("ids", type_=String))
         wanted = KnowledgeChunk.id.in_(select(column("value", Integer)).select_from(ids))
-    return PreparedStatement(
+    return (
         select(
             KnowledgeChunk.id,
             KnowledgeChunk.document_id,
@@ -80,9 +81,6 @@ def _chunks_by_id(dialect_name: str) -> PreparedStatement:
         .join(KnowledgeDocument, KnowledgeDocument.id == KnowledgeChunk.document_id)
         .where(tenant_condition(KnowledgeChunk), wanted)
     )
-
-
-_CHUNKS_BY_ID = {name: _chunks_by_id(name) for name in ("postgresql", "sqlite")}
 
 
 # Question words and glue that match nearly every passage: dropped from queries (PostgreSQL's
@@ -231,11 +229,10 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
         terms matches (stemmed)."""
         if not terms:
             return []
-        if self.dialect_name == "postgresql":
-            statement, match = _PG_SEARCH, " | ".join(terms)
-        else:
-            statement, match = _FTS_SEARCH, " OR ".join(f'"{term}"' for term in terms)
-        rows = await statement.all(self.session, self._bound({"match": match, "limit": limit}))
+        postgresql = self.dialect_name == "postgresql"
+        match = " | ".join(terms) if postgresql else " OR ".join(f'"{term}"' for term in terms)
+        read = self._prepared(("lexical_search",), lambda: _lexical_search(self.dialect_name))
+        rows = await read.all(self.session, self._bound({"match": match, "limit": limit}))
         return [row[0] for row in rows]
 
     async def chunks_by_id(self, chunk_ids: Sequence[int]) -> dict[int, Any]:
@@ -243,8 +240,8 @@ class KnowledgeRepository(OrgScopedRepository[KnowledgeDocument]):
             return {}
         postgresql = self.dialect_name == "postgresql"
         ids = list(chunk_ids) if postgresql else dumps_str(list(chunk_ids))
-        statement = _CHUNKS_BY_ID["postgresql" if postgresql else "sqlite"]
-        rows = await statement.all(self.session, self._bound({"ids": ids}))
+        read = self._prepared(("chunks_by_id",), lambda: _chunks_by_id(self.dialect_name))
+        rows = await read.all(self.session, self._bound({"ids": ids}))
         return {row.id: row for row in rows}
 
     async def vector_version(self, model: str) -> tuple[int, int, datetime | None]:
