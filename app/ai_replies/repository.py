@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Integer, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -14,6 +14,7 @@ from app.ai_replies.models import AiReplyState
 from app.channels.models import Channel
 from app.conversations.models import Message
 from app.core.clock import utcnow
+from app.db.prepared import PreparedStatement
 from app.inbox.models import Ticket
 from app.kit.outbox_models import OutboxJob
 
@@ -66,20 +67,25 @@ async def drop_job(session: AsyncSession, job_id: str) -> None:
         await session.flush()
 
 
+# The newest messages of a ticket, newest first (prepared: every reply reads it).
+_NEWEST_MESSAGES = PreparedStatement(
+    select(*HISTORY_COLUMNS)
+    .where(Message.ticket_id == bindparam("ticket_id"))
+    .order_by(Message.created_at.desc(), Message.id.desc())
+    .limit(bindparam("limit", type_=Integer()))
+)
+
+
 async def history_rows(
     session: AsyncSession, ticket_id: str, limit: int, leaving_out: Sequence[str]
 ) -> tuple[list[Any], dict[str, Any]]:
     """The ticket's newest `limit` messages other than `leaving_out`, oldest first, and those
     of `leaving_out` the same statement read (all of them when they are the newest, as the
     messages a reply answers are)."""
-    statement = (
-        select(*HISTORY_COLUMNS)
-        .where(Message.ticket_id == ticket_id)
-        .order_by(Message.created_at.desc(), Message.id.desc())
-        .limit(limit + len(leaving_out))
+    rows = await _NEWEST_MESSAGES.all(
+        session, {"ticket_id": ticket_id, "limit": limit + len(leaving_out)}
     )
     skipped = set(leaving_out)
-    rows = (await session.execute(statement)).all()
     found = {row.id: row for row in rows if row.id in skipped}
     earlier = [row for row in rows if row.id not in skipped][:limit]
     earlier.reverse()
@@ -93,17 +99,31 @@ async def messages_by_id(session: AsyncSession, ids: Sequence[str]) -> dict[str,
     return {row.id: row for row in (await session.execute(statement)).all()}
 
 
-async def answering_parties(
-    session: AsyncSession, ticket_id: str
-) -> tuple[Ticket | None, Channel | None, Agent | None]:
-    """The ticket, its channel and the channel's agent, in one statement (None where missing)."""
-    statement = (
-        select(Ticket, Channel, Agent)
-        .outerjoin(Channel, Channel.id == Ticket.chat_phone_number_id)
-        .outerjoin(Agent, Agent.id == Channel.agent_id)
-        .where(Ticket.id == ticket_id)
+# What a reply needs of its ticket, channel and agent, in one prepared statement (the
+# columns only: hydrating the three entities cost more than the statement).
+_PARTIES = PreparedStatement(
+    select(
+        Ticket.status.label("ticket_status"),
+        Ticket.assigned_user_id,
+        Channel.id.label("channel_id"),
+        Channel.livemode,
+        Agent.id,
+        Agent.organization_id,
+        Agent.name,
+        Agent.timezone,
+        Agent.config,
+        Agent.updated_at,
+        Agent.status.label("agent_status"),
     )
-    row = (await session.execute(statement)).first()
-    if row is None:
-        return None, None, None
-    return row[0], row[1], row[2]
+    .select_from(Ticket)
+    .outerjoin(Channel, Channel.id == Ticket.chat_phone_number_id)
+    .outerjoin(Agent, Agent.id == Channel.agent_id)
+    .where(Ticket.id == bindparam("ticket_id"))
+)
+
+
+async def answering_parties(session: AsyncSession, ticket_id: str) -> Any | None:
+    """The ticket's status and assignee, its channel's id and mode, and the channel's agent
+    as `AgentProfile.of` reads it (`id`... None where missing); None when there is no such
+    ticket."""
+    return await _PARTIES.first(session, {"ticket_id": ticket_id})

@@ -43,7 +43,7 @@ from app.core.clock import utcnow
 from app.engine.types import AgentProfile, Message, Role, TurnResult
 from app.events.service import emit_many
 from app.inbox import service as inbox
-from app.inbox.models import Ticket, TicketStatus
+from app.inbox.models import TicketStatus
 from app.inbox.repository import TicketRepository
 from app.kit import outbox
 from app.kit.errors import DomainError
@@ -149,13 +149,13 @@ async def claim_turn(
         return Wait(state.claimed_until)
     if state.due_at is not None and state.due_at > now:
         return Wait(state.due_at)
-    ticket, channel, agent = await repository.answering_parties(session, ticket_id)
+    parties = await repository.answering_parties(session, ticket_id)
     if (
-        ticket is None
-        or channel is None
-        or agent is None
-        or agent.status != ACTIVE
-        or not _may_answer(ticket, state.silenced_reason)
+        parties is None
+        or parties.channel_id is None
+        or parties.id is None
+        or parties.agent_status != ACTIVE
+        or not _may_answer(parties.ticket_status, parties.assigned_user_id, state.silenced_reason)
     ):
         _answered(state, len(state.pending), now)
         await session.flush()
@@ -168,16 +168,14 @@ async def claim_turn(
         ticket_id=ticket_id,
         token=token,
         answering=answering,
-        agent=AgentProfile.of(agent, livemode=channel.livemode),
+        agent=AgentProfile.of(parties, livemode=parties.livemode),
         history=await _history(session, ticket_id, answering, settings.engine_history_messages),
     )
 
 
-def _may_answer(ticket: Ticket, silenced_reason: str | None) -> bool:
+def _may_answer(status: str, assigned_user_id: str | None, silenced_reason: str | None) -> bool:
     return (
-        ticket.status == TicketStatus.OPEN.value
-        and ticket.assigned_user_id is None
-        and silenced_reason is None
+        status == TicketStatus.OPEN.value and assigned_user_id is None and silenced_reason is None
     )
 
 
@@ -255,18 +253,19 @@ async def deliver(
         livemode=agent.livemode,
     )
     # Serialises with a person's assign or close of the ticket: whichever commits first wins.
-    locked = await TicketRepository(session, subject).get_for_update(turn.ticket_id)
+    ticket = await TicketRepository(session, subject).get_row_for_update(turn.ticket_id)
     state = await repository.locked_state(session, turn.ticket_id)
-    if locked is None or state is None or state.claim_token != turn.token:
+    if ticket is None or state is None or state.claim_token != turn.token:
         logger.warning("reply dropped: the claim was lost", ticket_id=turn.ticket_id)
         return None
-    ticket: Ticket = locked.Ticket
     now = utcnow()
-    if not _may_answer(ticket, state.silenced_reason):
+    if not _may_answer(ticket.status, ticket.assigned_user_id, state.silenced_reason):
         _answered(state, len(turn.answering), now)
         await session.flush()
         return None
     message = None
+    # The sent message's event joins the turn's: one insert and one fan-out job for all.
+    events: list[tuple[str, dict[str, Any]]] = []
     if result.reply is not None and result.failure is None:
         try:
             message = await conversations.send_message(
@@ -276,6 +275,8 @@ async def deliver(
                 ticket.id,
                 MessageSend(text=result.reply[:MAX_REPLY_CHARS]),
                 agent_id=turn.agent.agent_id,
+                locked_ticket=ticket,
+                emitted=events,
             )
         except DomainError as exc:
             logger.warning("AI reply not sent", ticket_id=ticket.id, reason=exc.message)
@@ -286,8 +287,8 @@ async def deliver(
         "message_id": message.id if message is not None else None,
         "in_reply_to": turn.answering,
     }
-    # One insert and one fan-out job for the turn's events (a reply, its tools, a handoff).
-    await emit_many(session, ticket, [(kind, {**data, **ids}) for kind, data in result.events])
+    events.extend((kind, {**data, **ids}) for kind, data in result.events)
+    await emit_many(session, ticket, events)
     _answered(state, len(turn.answering), now)
     if message is not None:
         state.replies += 1

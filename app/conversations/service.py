@@ -334,13 +334,21 @@ async def send_message(
     data: MessageSend,
     *,
     agent_id: str | None = None,
+    locked_ticket: Any | None = None,
+    emitted: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> Message:
     """A reply through the ticket's channel, paced by its send governor (it shares the
     channel's budget with campaigns). Accepted by the platform: `sent` and `message.sent`;
     refused, or still throttled after `send_max_wait_seconds`: stored `failed` with the
     platform's reason and `message.failed`. `agent_id`: the reply is that agent's (its words
-    are sent as they are: no quick-reply expansion)."""
-    ticket = await inbox.get_ticket(session, subject, ticket_id)
+    are sent as they are: no quick-reply expansion).
+
+    `locked_ticket`: the ticket's row (`inbox.get_ticket`'s shape) the caller read under
+    its lock in this transaction; the ticket is then not read again, and the message is
+    written once, after the send (unlocked, it is written first, so a ticket deleted
+    meanwhile fails the reply before anything leaves). `emitted`: the message's event is
+    appended there, for the caller's own `emit_many`, instead of emitted on its own."""
+    ticket = locked_ticket or await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
     channel = await channels.get_channel_for_use(session, subject, ticket.chat_phone_number_id)
@@ -369,7 +377,8 @@ async def send_message(
         agent_id=agent_id,
     )
     session.add(message)
-    await session.flush()
+    if locked_ticket is None:
+        await session.flush()
     token = channels.access_token_of(channel, channels.access_token_box(resources.secret_key))
     async with platform_for(
         livemode=channel.livemode,
@@ -395,15 +404,27 @@ async def send_message(
             message.status = MessageStatus.FAILED.value
             message.failed_at = utcnow()
             message.error = exc.describe()
-            await session.flush()
-            await emit(session, message, "message.failed", message_to_public(message))
+            await _recorded(session, message, "message.failed", emitted)
             return message
     message.platform_message_id = sent.message_id
     message.status = MessageStatus.SENT.value
     message.sent_at = utcnow()
-    await session.flush()
-    await emit(session, message, "message.sent", message_to_public(message))
+    await _recorded(session, message, "message.sent", emitted)
     return message
+
+
+async def _recorded(
+    session: AsyncSession,
+    message: Message,
+    event_type: str,
+    emitted: list[tuple[str, dict[str, Any]]] | None,
+) -> None:
+    """The sent (or failed) message written, and its event emitted or handed to the caller."""
+    await session.flush()
+    if emitted is None:
+        await emit(session, message, event_type, message_to_public(message))
+    else:
+        emitted.append((event_type, message_to_public(message)))
 
 
 async def _approved_template(

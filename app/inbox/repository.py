@@ -50,17 +50,27 @@ class TicketRepository(OrgScopedRepository[Ticket]):
 
     async def get_row(self, object_id: str) -> Any | None:
         """The ticket with its contact's brief columns, only in this organization."""
+        return await self._row(object_id, locked=False)
+
+    async def get_row_for_update(self, object_id: str) -> Any | None:
+        """`get_row`, the ticket's row locked as `get_for_update` locks it: for a caller that
+        reads the ticket under the lock and changes other rows only (an AI reply)."""
+        return await self._row(object_id, locked=True)
+
+    async def _row(self, object_id: str, *, locked: bool) -> Any | None:
         canonical = normalize_id(object_id)
         if canonical is None:
             return None
-        read = self._prepared(
-            ("get_row",),
-            lambda: _with_contact(
+
+        def build() -> Select[Any]:
+            statement = _with_contact(
                 select(*self.list_columns).where(
                     self._org_bound(), Ticket.id == bindparam("object_id")
                 )
-            ),
-        )
+            )
+            return statement.with_for_update(of=Ticket) if locked else statement
+
+        read = self._prepared(("get_row", locked), build)
         row = await read.first(self.session, self._bound({"object_id": canonical}))
         if row is None:
             await self._refuse_if_live(canonical)
