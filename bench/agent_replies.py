@@ -57,6 +57,7 @@ from app.integrations.whatsapp import payloads
 from workers.broker import InProcessWorker
 
 APP_SECRET = "bench-app-secret"
+MESSAGES_PER_SECOND = 1000
 PHONE_ID = "109999000000001"
 WABA = "109999000000002"
 COMPLETION = orjson.dumps(
@@ -205,6 +206,9 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
                 "phone_number_id": PHONE_ID,
                 "business_account_id": WABA,
                 "access_token": "EAAGbench-token",
+                # Meta's highest tier: at the default 80, the number's send budget (not the
+                # worker) would set the rate.
+                "messages_per_second": MESSAGES_PER_SECOND,
             },
             headers=headers,
         )

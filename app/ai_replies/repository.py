@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, select
+from sqlalchemy import Integer, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.dml import UpdateBase
 
 from app.agents.models import Agent
 from app.ai_replies.models import AiReplyState
 from app.channels.models import Channel
 from app.conversations.models import Message
 from app.core.clock import utcnow
-from app.db.prepared import PreparedStatement
+from app.db.prepared import PreparedStatement, constant, prepared
 from app.inbox.models import Ticket
 from app.kit.outbox_models import OutboxJob
 
@@ -28,36 +31,93 @@ HISTORY_COLUMNS = (
 )
 
 
+@dataclass(slots=True)
+class ReplyState:
+    """A conversation's reply state (app/ai_replies/models.py) as read under its row lock;
+    changes are written back with `save_state`."""
+
+    ticket_id: str
+    pending: list[str]
+    first_pending_at: datetime | None
+    due_at: datetime | None
+    claim_token: str | None
+    claimed_until: datetime | None
+    silenced_reason: str | None
+    replies: int
+
+
+_STATE_COLUMNS = [getattr(AiReplyState, field.name) for field in fields(ReplyState)]
+_SAVED = [field.name for field in fields(ReplyState) if field.name != "ticket_id"]
+_LOCKED_STATE = PreparedStatement(
+    select(*_STATE_COLUMNS)
+    .where(AiReplyState.ticket_id == bindparam("ticket_id"))
+    .with_for_update()
+)
+# Bind names differ from the columns': SQLAlchemy reserves those in an UPDATE.
+_SAVE_STATE = PreparedStatement(
+    update(AiReplyState)
+    .where(AiReplyState.ticket_id == bindparam("state_ticket_id"))
+    .values({name: bindparam(f"new_{name}") for name in (*_SAVED, "updated_at")})
+)
+
+
+def _created_locked(dialect_name: str) -> UpdateBase:
+    """The state created when missing and returned locked, in one statement: a conflict's
+    no-op update locks the existing row as `FOR UPDATE` does."""
+    dialect: Any = postgresql if dialect_name == "postgresql" else sqlite
+    insert = dialect.insert(AiReplyState).values(
+        ticket_id=bindparam("ticket_id"),
+        organization_id=bindparam("organization_id"),
+        pending=bindparam("pending"),
+        replies=constant(0),
+        updated_at=bindparam("now"),
+    )
+    statement: UpdateBase = insert.on_conflict_do_update(
+        index_elements=["ticket_id"], set_={"ticket_id": insert.excluded.ticket_id}
+    ).returning(*_STATE_COLUMNS)
+    return statement
+
+
 async def locked_state(
     session: AsyncSession, ticket_id: str, organization_id: str | None = None
-) -> AiReplyState | None:
+) -> ReplyState | None:
     """The ticket's reply state, its row locked until the transaction ends (PostgreSQL;
     SQLite's writers are one at a time already). With `organization_id`, created first when
     missing (concurrent first messages of one conversation create it once)."""
-    if organization_id is not None:
-        dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-        await session.execute(
-            dialect.insert(AiReplyState)
-            .values(
-                ticket_id=ticket_id,
-                organization_id=organization_id,
-                pending=[],
-                replies=0,
-                updated_at=utcnow(),
-            )
-            .on_conflict_do_nothing(index_elements=["ticket_id"])
+    if organization_id is None:
+        row = await _LOCKED_STATE.first(session, {"ticket_id": ticket_id})
+    else:
+        dialect_name = session.get_bind().dialect.name
+        statement = prepared(
+            ("ai_reply_state_created", dialect_name), lambda: _created_locked(dialect_name)
         )
-    return await session.scalar(
-        select(AiReplyState)
-        .where(AiReplyState.ticket_id == ticket_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
+        row = await statement.first(
+            session,
+            {
+                "ticket_id": ticket_id,
+                "organization_id": organization_id,
+                "pending": [],
+                "now": utcnow(),
+            },
+        )
+    return ReplyState(*row) if row is not None else None
+
+
+async def save_state(session: AsyncSession, state: ReplyState) -> None:
+    """Write the state's changes (its row is locked by `locked_state`)."""
+    values = {f"new_{name}": getattr(state, name) for name in _SAVED}
+    await _SAVE_STATE.execute(
+        session, {**values, "state_ticket_id": state.ticket_id, "new_updated_at": utcnow()}
     )
+
+
+_JOB_STATUS = PreparedStatement(select(OutboxJob.status).where(OutboxJob.id == bindparam("job_id")))
 
 
 async def job_status(session: AsyncSession, job_id: str) -> str | None:
     """The status of the outbox job with that id (None: there is none)."""
-    return await session.scalar(select(OutboxJob.status).where(OutboxJob.id == job_id))
+    row = await _JOB_STATUS.first(session, {"job_id": job_id})
+    return row.status if row is not None else None
 
 
 async def drop_job(session: AsyncSession, job_id: str) -> None:

@@ -101,7 +101,7 @@ async def note_inbound(
     quiet = now + timedelta(seconds=settings.ai_reply_burst_seconds)
     latest = state.first_pending_at + timedelta(seconds=settings.ai_reply_max_wait_seconds)
     state.due_at = min(quiet, max(latest, now))
-    await session.flush()
+    await repository.save_state(session, state)
     job_id = reply_job_id(message.ticket_id)
     status = await repository.job_status(session, job_id)
     if status == outbox.PARKED:
@@ -158,11 +158,11 @@ async def claim_turn(
         or not _may_answer(parties.ticket_status, parties.assigned_user_id, state.silenced_reason)
     ):
         _answered(state, len(state.pending), now)
-        await session.flush()
+        await repository.save_state(session, state)
         return None
     state.claim_token = token
     state.claimed_until = now + claim_lease(settings)
-    await session.flush()
+    await repository.save_state(session, state)
     answering = list(state.pending)
     return Turn(
         ticket_id=ticket_id,
@@ -179,7 +179,7 @@ def _may_answer(status: str, assigned_user_id: str | None, silenced_reason: str 
     )
 
 
-def _answered(state: Any, count: int, now: datetime) -> None:
+def _answered(state: repository.ReplyState, count: int, now: datetime) -> None:
     """The first `count` pending messages are answered (or will never be); claim released."""
     state.pending = state.pending[count:]
     state.first_pending_at = None if not state.pending else state.first_pending_at
@@ -234,7 +234,7 @@ async def release(session: AsyncSession, ticket_id: str, token: str) -> datetime
         return None
     state.claim_token = None
     state.claimed_until = None
-    await session.flush()
+    await repository.save_state(session, state)
     return utcnow()
 
 
@@ -261,7 +261,7 @@ async def deliver(
     now = utcnow()
     if not _may_answer(ticket.status, ticket.assigned_user_id, state.silenced_reason):
         _answered(state, len(turn.answering), now)
-        await session.flush()
+        await repository.save_state(session, state)
         return None
     message = None
     # The sent message's event joins the turn's: one insert and one fan-out job for all.
@@ -296,7 +296,7 @@ async def deliver(
         state.silenced_reason = result.action.reason[:500]
         state.pending = []
         state.first_pending_at = None
-    await session.flush()
+    await repository.save_state(session, state)
     if result.action is not None and result.action.kind == "end":
         await inbox.close_ticket(session, subject, ticket.id)
         return None

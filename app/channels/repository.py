@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +22,13 @@ class ChannelRepository(OrgScopedRepository[Channel]):
     moded = True
     # Reads never select the sealed token: only `get` (the entity) carries it.
     list_columns: ClassVar = CHANNEL.columns()
+
+    async def get_for_use(self, object_id: str) -> Any | None:
+        """Every column of the channel (sealed token included), as a row, for work done
+        through it; prepared: every reply reads it."""
+        return await self._row_by_id(
+            object_id, "get_for_use", lambda: select(*Channel.__table__.columns)
+        )
 
     @staticmethod
     def is_duplicate(exc: IntegrityError) -> bool:

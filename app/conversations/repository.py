@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.conversations.models import Direction, Message
 from app.conversations.schemas import MESSAGE
 from app.db import lists
+from app.db.prepared import constant
 from app.kit.repository import Filter, OrgScopedRepository
 
 
@@ -70,12 +71,16 @@ class MessageRepository(OrgScopedRepository[Message]):
         return list((await self._execute(statement)).all())
 
     async def last_inbound_at(self, ticket_id: str) -> datetime | None:
-        result = await self._execute(
-            self.scoped(select(func.max(Message.created_at))).where(
-                Message.ticket_id == ticket_id, Message.direction == Direction.INBOUND.value
-            )
+        read = self._prepared(
+            ("last_inbound_at",),
+            lambda: select(func.max(Message.created_at).label("last")).where(
+                self._org_bound(),
+                _of_ticket(),
+                Message.direction == constant(Direction.INBOUND.value),
+            ),
         )
-        last: datetime | None = result.scalar()
+        row = await read.first(self.session, self._bound({"ticket_id": ticket_id}))
+        last: datetime | None = row.last if row is not None else None
         return last
 
 

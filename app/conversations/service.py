@@ -351,7 +351,7 @@ async def send_message(
     ticket = locked_ticket or await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
-    channel = await channels.get_channel_for_use(session, subject, ticket.chat_phone_number_id)
+    channel = await channels.channel_for_sending(session, subject, ticket.chat_phone_number_id)
     repository = MessageRepository(session, subject)
     text = data.text
     template: TemplateMessage | None = None

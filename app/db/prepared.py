@@ -39,6 +39,7 @@ from sqlalchemy import (
     null,
     true,
 )
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -115,8 +116,10 @@ class PreparedStatement:
     access by column key on every path."""
 
     def __init__(self, statement: Select[*tuple[Any, ...]] | TextualSelect | UpdateBase) -> None:
-        # Checked at construction, on the production dialect, whichever one runs it later.
-        _refuse_values(statement.compile(dialect=_CHECK_DIALECT))
+        # Checked at construction, on the production dialect, whichever one runs it later
+        # (SQLite's own upsert syntax on SQLite's).
+        check = _SQLITE_DIALECT if isinstance(statement, sqlite.Insert) else _CHECK_DIALECT
+        _refuse_values(statement.compile(dialect=check))
         self.statement = statement
         self._compiled: dict[str, _Compiled] = {}
 
@@ -187,8 +190,24 @@ class PreparedStatement:
         rows = await self.all(session, params)
         return rows[0] if rows else None
 
+    async def execute(self, session: AsyncSession, params: dict[str, Any]) -> None:
+        """A write without RETURNING, in the session's transaction (on its asyncpg connection
+        where `all` would run there)."""
+        if session.info.get(ON_DRIVER):
+            connection = await session.connection()
+            if connection.dialect.driver == "asyncpg":
+                compiled = self.compiled(connection.dialect)
+                driver: Any = (await connection.get_raw_connection()).driver_connection
+                await driver.execute(compiled.sql, *compiled.arguments(params))
+                return
+        # Only the statement's own names: SQLAlchemy turns any other key that names a column
+        # into an extra SET/VALUES entry of an UPDATE/INSERT.
+        names = self.compiled(session.get_bind().dialect).positions
+        await session.execute(self.statement, {k: v for k, v in params.items() if k in names})
+
 
 _CHECK_DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]
+_SQLITE_DIALECT = sqlite.dialect()
 _PLAIN_TEXT = re.compile(r"^[A-Za-z0-9_.:@#/+ -]*$")
 
 
@@ -227,7 +246,7 @@ _shapes_lock = Lock()
 
 
 def prepared(
-    shape: Hashable, build: Callable[[], Select[Any] | TextualSelect]
+    shape: Hashable, build: Callable[[], Select[Any] | TextualSelect | UpdateBase]
 ) -> PreparedStatement:
     """The statement of `shape`, built by `build` the first time it is asked for."""
     found = _shapes.get(shape)

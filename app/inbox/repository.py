@@ -58,23 +58,13 @@ class TicketRepository(OrgScopedRepository[Ticket]):
         return await self._row(object_id, locked=True)
 
     async def _row(self, object_id: str, *, locked: bool) -> Any | None:
-        canonical = normalize_id(object_id)
-        if canonical is None:
-            return None
-
         def build() -> Select[Any]:
-            statement = _with_contact(
-                select(*self.list_columns).where(
-                    self._org_bound(), Ticket.id == bindparam("object_id")
-                )
-            )
+            statement = _with_contact(select(*self.list_columns))
             return statement.with_for_update(of=Ticket) if locked else statement
 
-        read = self._prepared(("get_row", locked), build)
-        row = await read.first(self.session, self._bound({"object_id": canonical}))
-        if row is None:
-            await self._refuse_if_live(canonical)
-        return row
+        return await self._row_by_id(
+            object_id, "get_row_for_update" if locked else "get_row", build
+        )
 
     async def get_for_update(self, object_id: str) -> Any | None:
         """(Ticket entity, brief columns) of a ticket about to change, its row locked on

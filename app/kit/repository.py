@@ -203,14 +203,19 @@ class OrgScopedRepository(Generic[ModelT]):
 
     async def get_row(self, object_id: str) -> Any | None:
         """The row (list_columns, attribute access) by id, only in this organization."""
+        return await self._row_by_id(object_id, "get_row", lambda: select(*self.list_columns))
+
+    async def _row_by_id(
+        self, object_id: str, name: str, build: Callable[[], Select[Any]]
+    ) -> Any | None:
+        """One row by id, only in this organization, of the prepared read `build` makes (its
+        columns, joins, lock) under the shape `name`; None when there is none."""
         canonical = normalize_id(object_id)
         if canonical is None:
             return None
         read = self._prepared(
-            ("get_row",),
-            lambda: select(*self.list_columns).where(
-                self._org_bound(), self.model.id == bindparam("object_id")
-            ),
+            (name,),
+            lambda: build().where(self._org_bound(), self.model.id == bindparam("object_id")),
         )
         row = await read.first(self.session, self._bound({"object_id": canonical}))
         if row is None:
