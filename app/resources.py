@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -29,6 +30,7 @@ from app.kit.ratelimit import RateLimiter, build_rate_limiter
 from app.kit.redis_clients import command_client, listening_client
 from app.kit.send_governor import LocalSendGovernor, SendGovernor, build_send_governor
 
+T = TypeVar("T")
 # As long as SQLite's own busy timeout (app/db/engine.py).
 SQLITE_GATE_WAIT_SECONDS = 5.0
 
@@ -68,6 +70,11 @@ class Resources:
     write_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+    # Objects bound to one event loop (HTTP clients and their kept-alive connections), made
+    # on first use by `per_loop` and closed with the resources.
+    loop_objects: weakref.WeakKeyDictionary[
+        asyncio.AbstractEventLoop, dict[Callable[[], Any], Any]
+    ] = field(default_factory=weakref.WeakKeyDictionary)
 
     @property
     def prepared_on_driver(self) -> bool:
@@ -207,11 +214,23 @@ class Resources:
 
         await asyncio.gather(*(one() for _ in range(count)))
 
+    def per_loop(self, factory: Callable[[], T]) -> T:
+        """The object `factory` makes, one per process and running loop: an HTTP client made
+        once keeps its connections alive across calls (one made per call reconnected each
+        time). Closed with its `aclose()` by `aclose` (those of the loop that closes)."""
+        made = self.loop_objects.setdefault(asyncio.get_running_loop(), {})
+        found = made.get(factory)
+        if found is None:
+            found = made[factory] = factory()
+        return cast(T, found)
+
     def __post_init__(self) -> None:
         self.subscriptions = SubscriptionQuota(self.settings.subscriptions_per_organization)
 
     async def aclose(self) -> None:
         self.idle_read_sessions.clear()
+        for made in self.loop_objects.pop(asyncio.get_running_loop(), {}).values():
+            await made.aclose()
         await self.event_stream.aclose()
         await self.rate_limiter.close()
         if self.redis is not None:

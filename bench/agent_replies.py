@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import resource
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -90,49 +90,99 @@ async def _noting_send_message(*args: Any, **kwargs: Any) -> Any:
 conversations.send_message = _noting_send_message  # type: ignore[assignment]
 
 
-class ZeroLatencyModel:
-    """An OpenAI-compatible chat completions endpoint answering at once, on its own thread
-    and loop (plain HTTP/1.1 keep-alive, one fixed JSON answer)."""
+class ZeroLatencyUpstream:
+    """The platforms a reply talks to, answering at once from a process of their own (their
+    CPU is not the worker's): an OpenAI-compatible chat completions endpoint (one fixed
+    answer) and, for a live channel, Meta's Graph API (the phone number a channel is verified
+    with, and `POST /{phone-number-id}/messages`). Plain HTTP/1.1 keep-alive."""
 
     def __init__(self) -> None:
-        self.port = 0
-        self.requests = 0
-        self.connections = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.url = ""
+        # Spawned: a fork would inherit the running event loop of the bench.
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        ready, self._ready = context.Pipe(duplex=False)
+        self._process = context.Process(
+            target=_serve_upstream, args=(self._ready, self._stop), daemon=True
+        )
+        self._answer = ready
 
     def start(self) -> str:
-        self._thread.start()
-        self._ready.wait(10)
-        return f"http://127.0.0.1:{self.port}/v1"
+        self._process.start()
+        port = self._answer.recv()
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
 
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        server = self._loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
+    def counts(self) -> dict[str, int]:
+        """Requests answered by kind, and connections opened."""
+        return dict(httpx.get(f"{self.url}/__counts").json())
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
+    def stop(self) -> None:
+        self._stop.set()
+        self._process.join(5)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _serve_upstream(ready: Any, stop: Any) -> None:
+    counts = {"model": 0, "sends": 0, "graph_reads": 0, "connections": 0}
+
+    def answer(method: bytes, path: bytes) -> bytes:
+        if path.endswith(b"/chat/completions"):
+            counts["model"] += 1
+            return COMPLETION
+        if method == b"POST" and path.endswith(b"/messages"):
+            counts["sends"] += 1
+            number = counts["sends"]
+            return orjson.dumps(
+                {
+                    "messaging_product": "whatsapp",
+                    "contacts": [{"input": "+1", "wa_id": "1"}],
+                    "messages": [{"id": f"wamid.bench{number}"}],
+                }
+            )
+        if path.startswith(b"/__counts"):
+            return orjson.dumps(counts)
+        counts["graph_reads"] += 1  # GET /{version}/{phone-number-id}: the channel's check
+        return orjson.dumps(
+            {
+                "id": PHONE_ID,
+                "display_phone_number": "+1 415-555-0142",
+                "verified_name": "Bench",
+                "quality_rating": "GREEN",
+                "code_verification_status": "VERIFIED",
+            }
+        )
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counts["connections"] += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.split(b"\r\n")
+                method, path = lines[0].split(b" ")[:2]
                 length = 0
-                for line in head.split(b"\r\n"):
+                for line in lines[1:]:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 await reader.readexactly(length)
-                self.requests += 1
+                body = answer(method, path.split(b"?", 1)[0])
                 writer.write(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    + f"Content-Length: {len(COMPLETION)}\r\n\r\n".encode()
-                    + COMPLETION
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
                 )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        ready.send(server.sockets[0].getsockname()[1])
+        await asyncio.to_thread(stop.wait)
+        server.close()
+
+    asyncio.run(main())
 
 
 def webhook(customer: int, message: int) -> bytes:
@@ -176,27 +226,29 @@ async def tickets_by_phone(settings: Settings) -> dict[str, str]:
 
 
 async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dict[str, Any]:
-    model = ZeroLatencyModel()
-    model_url = model.start()
+    upstream = ZeroLatencyUpstream()
+    upstream_url = upstream.start()
+    live = args.channel == "live"
     settings = bench_settings(
         database_url,
         var_dir,
         threads=args.threads,
         whatsapp_app_secret=APP_SECRET,
         allow_private_webhook_urls=True,
+        graph_api_url=upstream_url,
         llm_streaming=False,
         ai_reply_burst_seconds=0.0,
         ai_max_concurrent_conversations=args.conversations * 2,
         ai_replies_per_minute="10000000/m",
         outbox_sweep_seconds=0.2,
     )
-    key = await seed_organization(settings)
+    key = await seed_organization(settings, livemode=live)
     headers = {"Authorization": f"Bearer {key}"}
     async with running_app(settings) as (client, broker):
         worker = InProcessWorker(broker, threads=args.threads)
         agent = await client.post(
             "/api/v1/agents",
-            json={"name": "Ava", "agent_config": {"llm_base_url": model_url}},
+            json={"name": "Ava", "agent_config": {"llm_base_url": f"{upstream_url}/v1"}},
             headers=headers,
         )
         channel = await client.post(
@@ -212,6 +264,7 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
             },
             headers=headers,
         )
+        assert channel.status_code == 201, channel.text
         await client.put(
             f"/api/v1/channels/{channel.json()['id']}",
             json={"agent_id": agent.json()["id"]},
@@ -248,6 +301,8 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         cpu = time.process_time() - cpu_began
         times_ended = os.times()
         worker.stop()
+    counts = upstream.counts()
+    upstream.stop()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "backend": database_url.split(":", 1)[0],
@@ -270,8 +325,8 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
             (times_ended.system - times_began.system) * 1000 / args.conversations, 2
         ),
         "load_avg_1m": round(os.getloadavg()[0], 2),
-        "model_requests": model.requests,
-        "model_connections": model.connections,
+        "channel": args.channel,
+        "upstream": counts,
         "peak_rss_mb": round(rss_mb, 1),
     }
 
@@ -282,6 +337,14 @@ def main() -> None:
     parser.add_argument("--latency", type=int, default=200)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--channel",
+        choices=("live", "test"),
+        default="live",
+        help="live: replies leave through the Graph API (the local zero-latency one), as in "
+        "production; test: through the test-mode simulator, whose status callbacks are jobs "
+        "of the same worker",
+    )
     args = parser.parse_args()
     summary = on_fresh_database(args.database_url, lambda url, var: run(args, url, var))
     print(

@@ -66,14 +66,19 @@ def bench_settings(database_url: str, var_dir: Path, *, threads: int, **override
     return Settings(**values)
 
 
-async def seed_organization(settings: Settings) -> str:
-    """One organization and a `full_access` test key; returns the key."""
+async def seed_organization(settings: Settings, *, livemode: bool = False) -> str:
+    """One organization and a `full_access` key (test mode unless `livemode`); returns it."""
     engine = create_engine(settings.database_url, pool_size=2)
     try:
         async with create_sessionmaker(engine)() as session:
             organization = await create_organization(session, "Bench")
             created = await create_api_key(
-                session, organization.id, name="bench", scopes=["full_access"], secret_key=SECRET
+                session,
+                organization.id,
+                name="bench",
+                scopes=["full_access"],
+                secret_key=SECRET,
+                livemode=livemode,
             )
             await session.commit()
     finally:

@@ -38,6 +38,7 @@ from app.core.ids import normalize_id
 from app.events.service import emit
 from app.inbox import service as inbox
 from app.inbox.schemas import TicketCreate
+from app.integrations.whatsapp.client import graph_http_client
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.governed import SendBudget
@@ -387,6 +388,7 @@ async def send_message(
         display_phone_number=channel.display_phone_number,
         settings=resources.settings,
         session=session,
+        http=resources.per_loop(graph_http_client) if channel.livemode else None,
         budget=SendBudget(
             resources.send_governor,
             channel.id,

@@ -77,6 +77,12 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
+def graph_http_client() -> httpx.AsyncClient:
+    """The HTTP client a process's sends share (`Resources.per_loop(graph_http_client)`):
+    its connections to the Graph API stay open from one send to the next."""
+    return httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=client_tls_context())
+
+
 class GraphApiClient:
     """One access token against one Graph API base URL (`SWITCHBOARD_GRAPH_API_URL`)."""
 

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
+import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
@@ -47,13 +48,16 @@ async def platform_for(
     session: AsyncSession | None,
     budget: SendBudget | None = None,
     sender: BulkMessageSender | None = None,
+    http: httpx.AsyncClient | None = None,
 ) -> AsyncIterator[WhatsAppPlatform]:
     """Test mode needs `session` (the simulator records there); live work never holds one.
     With a `budget`, sends are paced by the channel's send governor (governed.py), in test
     mode as live, and the governor, not the client, handles the platform's throttling.
     With a `sender` (a worker's, for sends at a channel's full rate), live messages leave
     through it and throttling is raised at once: the caller paces and holds (a campaign run
-    takes its budget in batches and answers throttling with governed.ThrottleHolds)."""
+    takes its budget in batches and answers throttling with governed.ThrottleHolds).
+    `http`: the process's shared client for the other live calls (`graph_http_client`); without
+    one, the call opens its own."""
     if not livemode:
         if session is None:
             raise ValueError("the simulator records in a session; none was given")
@@ -73,6 +77,7 @@ async def platform_for(
     async with GraphApiClient(
         settings.graph_api_url,
         access_token,
+        http=http,
         retry_throttling=budget is None,
         version=settings.graph_api_version,
     ) as client:
