@@ -73,7 +73,7 @@ class Resources:
     # Objects bound to one event loop (HTTP clients and their kept-alive connections), made
     # on first use by `per_loop` and closed with the resources.
     loop_objects: weakref.WeakKeyDictionary[
-        asyncio.AbstractEventLoop, dict[Callable[[], Any], Any]
+        asyncio.AbstractEventLoop, dict[Callable[[Settings], Any], Any]
     ] = field(default_factory=weakref.WeakKeyDictionary)
 
     @property
@@ -214,14 +214,15 @@ class Resources:
 
         await asyncio.gather(*(one() for _ in range(count)))
 
-    def per_loop(self, factory: Callable[[], T]) -> T:
-        """The object `factory` makes, one per process and running loop: an HTTP client made
-        once keeps its connections alive across calls (one made per call reconnected each
-        time). Closed with its `aclose()` by `aclose` (those of the loop that closes)."""
+    def per_loop(self, factory: Callable[[Settings], T]) -> T:
+        """The object `factory` makes of the settings, one per process and running loop: an
+        HTTP client made once keeps its connections alive across calls (one made per call
+        reconnected each time). Closed with its `aclose()` by `aclose` (those of the loop
+        that closes)."""
         made = self.loop_objects.setdefault(asyncio.get_running_loop(), {})
         found = made.get(factory)
         if found is None:
-            found = made[factory] = factory()
+            found = made[factory] = factory(self.settings)
         return cast(T, found)
 
     def __post_init__(self) -> None:

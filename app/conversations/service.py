@@ -38,7 +38,8 @@ from app.core.ids import normalize_id
 from app.events.service import emit
 from app.inbox import service as inbox
 from app.inbox.schemas import TicketCreate
-from app.integrations.whatsapp.client import graph_http_client
+from app.integrations.whatsapp.bulk import reply_sender
+from app.integrations.whatsapp.client import RetryPolicy
 from app.integrations.whatsapp.errors import WhatsAppError
 from app.integrations.whatsapp.factory import platform_for
 from app.integrations.whatsapp.governed import SendBudget
@@ -388,7 +389,8 @@ async def send_message(
         display_phone_number=channel.display_phone_number,
         settings=resources.settings,
         session=session,
-        http=resources.per_loop(graph_http_client) if channel.livemode else None,
+        sender=resources.per_loop(reply_sender) if channel.livemode else None,
+        retry=RetryPolicy(),
         budget=SendBudget(
             resources.send_governor,
             channel.id,

@@ -1,7 +1,8 @@
 """`emit()`: the one way a domain records that something happened.
 
 The event row and the job that fans it out are written in the caller's transaction, so an
-event exists exactly when the change that caused it was committed. The event's `data` is the
+event exists exactly when the change that caused it was committed; the events of one
+organization in one transaction share one fan-out job. The event's `data` is the
 resource in its REST shape, frozen as JSON at that moment.
 """
 
@@ -51,15 +52,15 @@ async def emit(
         created_at=utcnow(),
     )
     session.add(event)
-    outbox.schedule(session, FAN_OUT_ACTOR, event.id, queue=EVENTS_QUEUE)
+    _fan_out(session, owner.organization_id, [event.id])
     return event
 
 
 async def emit_many(
     session: AsyncSession, owner: EventOwner, events: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[str]:
-    """`emit` for a batch of (event type, data) of one owner: one multi-row INSERT and one
-    fan-out job for all of them, so a hot path emitting per message pays per batch."""
+    """`emit` for a batch of (event type, data) of one owner: one multi-row INSERT, and the
+    fan-out job the transaction's other events of the organization share."""
     if not events:
         return []
     now = utcnow()
@@ -79,8 +80,13 @@ async def emit_many(
     # A Core executemany: the ORM's bulk path costs more than the statement itself here.
     await session.execute(insert(cast(Table, Event.__table__)), rows)
     ids = [row["id"] for row in rows]
-    outbox.schedule(session, FAN_OUT_ACTOR, *ids, queue=EVENTS_QUEUE)
+    _fan_out(session, owner.organization_id, ids)
     return ids
+
+
+def _fan_out(session: AsyncSession, organization_id: str, event_ids: list[str]) -> None:
+    """The transaction's events of one organization share one fan-out job."""
+    outbox.schedule_joined(session, FAN_OUT_ACTOR, organization_id, *event_ids, queue=EVENTS_QUEUE)
 
 
 def event_body(event: Any) -> dict[str, Any]:

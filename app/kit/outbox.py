@@ -56,6 +56,10 @@ logger = structlog.get_logger("switchboard.outbox")
 DEFAULT_QUEUE = "default"
 PENDING, PARKED = "pending", "parked"
 _TO_RELAY = "switchboard.outbox.to_relay"
+# Session.info key: the jobs of this transaction that later ones join (`schedule_joined`),
+# up to this many arguments each (a transaction emitting thousands still gets bounded runs).
+_JOINED = "switchboard.outbox.joined"
+MAX_JOINED_ARGS = 100
 MAX_ERROR_LENGTH = 2000
 SWEEP_BATCH = 500
 UNKNOWN_ACTOR_GRACE = timedelta(hours=1)
@@ -84,13 +88,24 @@ def schedule(
     left to the sweep, which sends it when it falls due. A `job_id` of the caller's making
     (a name derived from what the job is about) keeps that job one of a kind: the row's key.
     """
+    return _add_job(session, actor, list(args), queue, at, job_id).id
+
+
+def _add_job(
+    session: AsyncSession,
+    actor: str,
+    args: list[Any],
+    queue: str,
+    at: datetime | None,
+    job_id: str | None,
+) -> OutboxJob:
     now = utcnow()
     due = at is None or at <= now
     job = OutboxJob(
         id=job_id or str(uuid.uuid4()),
         actor=actor,
         queue=queue,
-        args=list(args),
+        args=args,
         status=PENDING,
         starts=0,
         available_at=at or now,
@@ -100,6 +115,22 @@ def schedule(
     session.add(job)
     if due:
         session.info.setdefault(_TO_RELAY, []).append(JobRef(job.id, actor, queue))
+    return job
+
+
+def schedule_joined(
+    session: AsyncSession, actor: str, key: str, *args: Any, queue: str = DEFAULT_QUEUE
+) -> str:
+    """`schedule` a job due now, or join the one this transaction already scheduled for the
+    same actor and `key`: its arguments grow by `args`. A transaction that emits several
+    events of one organization (an inbound message: the ticket, the lead, the conversation,
+    the message) gives the worker one job to run, not one each."""
+    joined: dict[tuple[str, str], OutboxJob] = session.info.setdefault(_JOINED, {})
+    job = joined.get((actor, key))
+    if job is None or len(job.args) + len(args) > MAX_JOINED_ARGS:
+        job = joined[(actor, key)] = _add_job(session, actor, list(args), queue, None, None)
+        return job.id
+    job.args = [*job.args, *args]  # a new list: the ORM sees the change
     return job.id
 
 
@@ -276,11 +307,14 @@ class BrokerRelay:
 @event.listens_for(Session, "after_commit")
 def _relay_after_commit(session: Session) -> None:
     if not session.in_nested_transaction():
+        session.info.pop(_JOINED, None)
         relay(session.info.pop(_TO_RELAY, ()))
 
 
 @event.listens_for(Session, "after_rollback")
 def _forget_after_rollback(session: Session) -> None:
+    # Any rollback, a savepoint's included: a job it took back can no longer be joined.
+    session.info.pop(_JOINED, None)
     if not session.in_nested_transaction():
         session.info.pop(_TO_RELAY, None)
 

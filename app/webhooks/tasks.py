@@ -104,7 +104,7 @@ def _outcome_label(outcome: AttemptOutcome) -> str:
 
 
 async def fan_out_event(job: JobContext) -> datetime | None:
-    """Fan out the job's events: one (`emit`), or a batch of one organization (`emit_many`)."""
+    """Fan out the job's events: those of one organization, emitted in one transaction."""
     event_ids = [str(event_id) for event_id in job.args]
     if not event_ids:
         raise ValueError("a fan-out job names at least one event")

@@ -190,6 +190,26 @@ async def test_throughput_exceeded_without_a_hint_backs_off_exponentially(
     assert replies.graph.messages == []
 
 
+async def test_a_platform_outage_is_sent_again_then_accepted(
+    replies: Replies, governor: RecordingGovernor
+) -> None:
+    """A reply leaves through the process's shared sender, retried as the Graph API client
+    retries: a 503 is tried again after a backoff, and the customer gets one message."""
+    replies.graph.fail(MESSAGES, 503, None)
+    sent = await replies.send("after the outage")
+    assert (sent.status_code, sent.json()["status"]) == (201, "sent"), sent.text
+    assert len(replies.graph.seen(MESSAGES)) == 2
+    assert [m["text"]["body"] for m in replies.graph.messages] == ["after the outage"]
+
+
+async def test_a_refused_reply_is_not_sent_again(replies: Replies) -> None:
+    replies.graph.fail_with(MESSAGES, 400, 131009, "(#131009) Parameter value is not valid")
+    sent = await replies.send("hello")
+    assert (sent.status_code, sent.json()["status"]) == (201, "failed"), sent.text
+    assert "131009" in sent.json()["error"]
+    assert len(replies.graph.seen(MESSAGES)) == 1
+
+
 async def test_a_hold_delays_other_replies_on_the_channel(
     replies: Replies, governor: RecordingGovernor
 ) -> None:

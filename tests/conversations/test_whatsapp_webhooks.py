@@ -146,6 +146,14 @@ async def test_inbound_message_creates_contact_ticket_message_and_events(
         "conversation.started",
         "message.received",
     ]
+    # The webhook's four events share one fan-out job: one run of the worker, not four.
+    async with sessionmaker() as session:
+        jobs = (
+            await session.scalars(select(OutboxJob).where(OutboxJob.actor == "events.fan_out"))
+        ).all()
+        event_ids = set((await session.scalars(select(Event.id))).all())
+    assert [len(job.args) for job in jobs] == [4]
+    assert set(jobs[0].args) == event_ids
 
 
 async def test_redelivered_message_is_stored_once(

@@ -4,20 +4,24 @@ platform interface.
 One process reached ≈ 1.5k POST/s with httpx and ≈ 12-16k/s with aiohttp (the webhook
 sender's client), so a worker keeps one `BulkMessageSender` and a campaign run sends through
 `BulkGraphApiClient`: the Graph API client (the same `WhatsAppPlatform`, wire format and typed
-errors) whose message sends take that sender; template management stays on httpx. Nothing is
-retried here: the caller decides, because a throttled send goes back to the channel's send
-governor (app/integrations/whatsapp/governed.py) rather than sleeping in place.
+errors) whose message sends take that sender; template management stays on httpx. A reply to
+a conversation leaves the same way, through its process's sender (`reply_sender`), retried as
+`GraphApiClient` retries; a campaign run retries nothing here (it decides itself). Throttling
+is never retried here: a throttled send goes back to the channel's send governor
+(app/integrations/whatsapp/governed.py) rather than sleeping in place.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
 import orjson
 
-from app.integrations.whatsapp.client import GraphApiClient, sent_message_of
-from app.integrations.whatsapp.errors import PlatformUnavailable, from_error_body
+from app.config import Settings
+from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy, Sleep, sent_message_of
+from app.integrations.whatsapp.errors import PlatformUnavailable, WhatsAppError, from_error_body
 from app.integrations.whatsapp.types import GRAPH_API_VERSION, SentMessage, graph_root
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -26,6 +30,11 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 
 class NeverSent(PlatformUnavailable):
     """The connection could not be made: the request never left, so it may be sent again."""
+
+
+class MaybeSent(PlatformUnavailable):
+    """The connection failed once the request had left: it may have been sent, so it is never
+    sent again by itself."""
 
 
 class BulkMessageSender:
@@ -79,9 +88,7 @@ class BulkMessageSender:
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise NeverSent(f"Messaging platform unreachable: {type(exc).__name__}") from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise PlatformUnavailable(
-                f"Messaging platform unreachable: {type(exc).__name__}"
-            ) from exc
+            raise MaybeSent(f"Messaging platform unreachable: {type(exc).__name__}") from exc
         parsed = _json_or_none(raw)
         if 200 <= status < 300:
             if parsed is None:
@@ -96,19 +103,56 @@ class BulkMessageSender:
 
 
 class BulkGraphApiClient(GraphApiClient):
-    """A channel's Graph API client whose messages leave through the worker's shared
-    `BulkMessageSender`. Throttling is raised at once (`retry_throttling=False`), like every
-    other refusal of a send: the sender's caller holds the channel or the recipient."""
+    """A channel's Graph API client whose messages leave through a shared `BulkMessageSender`
+    (a worker's, or a process's for its replies). Throttling is raised at once
+    (`retry_throttling=False`): the caller's send governor holds the channel or the recipient.
+    Without `retry` (a campaign run, which decides itself) nothing else is retried either; with
+    it, what `GraphApiClient` retries is: a send that never left, and the platform's retryable
+    refusals (never one whose connection broke after it left)."""
 
-    def __init__(self, sender: BulkMessageSender, access_token: str) -> None:
+    def __init__(
+        self,
+        sender: BulkMessageSender,
+        access_token: str,
+        *,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
         super().__init__(
-            sender.base_url, access_token, retry_throttling=False, version=sender.version
+            sender.base_url,
+            access_token,
+            retry=retry or RetryPolicy(attempts=1),
+            sleep=sleep,
+            retry_throttling=False,
+            version=sender.version,
         )
         self._sender = sender
         self._headers = headers_for(access_token)
 
     async def _send(self, phone_number_id: str, payload: dict[str, Any]) -> SentMessage:
-        return await self._sender.send(self._headers, phone_number_id, payload)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await self._sender.send(self._headers, phone_number_id, payload)
+            except MaybeSent:
+                raise
+            except NeverSent:
+                if attempt >= self.retry.attempts:
+                    raise
+                delay = self.retry.backoff(attempt, None)
+            except WhatsAppError as error:
+                refused = self._retry_delay(error, attempt, error.http_status or 0)
+                if refused is None:
+                    raise
+                delay = refused
+            await self._sleep(delay)
+
+
+def reply_sender(settings: Settings) -> BulkMessageSender:
+    """The sender a process's conversation replies share (`Resources.per_loop(reply_sender)`):
+    its connections to the Graph API stay open from one reply to the next."""
+    return BulkMessageSender(settings.graph_api_url, version=settings.graph_api_version)
 
 
 def headers_for(access_token: str) -> dict[str, str]:

@@ -77,12 +77,6 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
-def graph_http_client() -> httpx.AsyncClient:
-    """The HTTP client a process's sends share (`Resources.per_loop(graph_http_client)`):
-    its connections to the Graph API stay open from one send to the next."""
-    return httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=client_tls_context())
-
-
 class GraphApiClient:
     """One access token against one Graph API base URL (`SWITCHBOARD_GRAPH_API_URL`)."""
 
@@ -103,8 +97,9 @@ class GraphApiClient:
         self.root = graph_root(base_url, version)
         self._origin = urlsplit(base_url)[:2]
         self._token = access_token
-        self._owns_http = http is None
-        self._http = http or httpx.AsyncClient(timeout=timeout, verify=client_tls_context())
+        # Made on first use: a client whose sends leave another way (bulk.py) never needs one.
+        self._given_http = http
+        self._owned_http: httpx.AsyncClient | None = None
         self._timeout = timeout
         self.retry = retry or RetryPolicy()
         self._sleep = sleep
@@ -117,8 +112,17 @@ class GraphApiClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
+        if self._owned_http is not None:
+            await self._owned_http.aclose()
+            self._owned_http = None
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        if self._given_http is not None:
+            return self._given_http
+        if self._owned_http is None:
+            self._owned_http = httpx.AsyncClient(timeout=self._timeout, verify=client_tls_context())
+        return self._owned_http
 
     # --- transport ---------------------------------------------------------------------
 
@@ -159,21 +163,28 @@ class GraphApiClient:
             except ValueError:
                 body = None
             error = from_error_body(body, response.status_code, _retry_after(response))
-            governed = not self._retry_throttling and isinstance(
-                error, ThroughputExceeded | PairRateLimited
-            )
-            if error.retryable and not governed and attempt < self.retry.attempts:
-                delay = self.retry.backoff(attempt, error.retry_after)
-                logger.info(
-                    "platform asked to retry",
-                    status=response.status_code,
-                    code=error.code,
-                    attempt=attempt,
-                    delay=round(delay, 3),
-                )
-                await self._sleep(delay)
-                continue
-            raise error
+            delay = self._retry_delay(error, attempt, response.status_code)
+            if delay is None:
+                raise error
+            await self._sleep(delay)
+
+    def _retry_delay(self, error: WhatsAppError, attempt: int, status: int) -> float | None:
+        """How long to wait before sending a refused request again; None: raise the error
+        (not retryable, attempts spent, or throttling the caller's send governor handles)."""
+        governed = not self._retry_throttling and isinstance(
+            error, ThroughputExceeded | PairRateLimited
+        )
+        if not error.retryable or governed or attempt >= self.retry.attempts:
+            return None
+        delay = self.retry.backoff(attempt, error.retry_after)
+        logger.info(
+            "platform asked to retry",
+            status=status,
+            code=error.code,
+            attempt=attempt,
+            delay=round(delay, 3),
+        )
+        return delay
 
     def _same_origin(self, url: str) -> bool:
         return urlsplit(url)[:2] == self._origin

@@ -6,13 +6,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
-import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.clock import utcnow
 from app.integrations.whatsapp.bulk import BulkGraphApiClient, BulkMessageSender
-from app.integrations.whatsapp.client import GraphApiClient
+from app.integrations.whatsapp.client import GraphApiClient, RetryPolicy
 from app.integrations.whatsapp.governed import GovernedPlatform, SendBudget
 from app.integrations.whatsapp.simulator import Simulator
 from app.integrations.whatsapp.types import WhatsAppPlatform
@@ -48,7 +47,7 @@ async def platform_for(
     session: AsyncSession | None,
     budget: SendBudget | None = None,
     sender: BulkMessageSender | None = None,
-    http: httpx.AsyncClient | None = None,
+    retry: RetryPolicy | None = None,
 ) -> AsyncIterator[WhatsAppPlatform]:
     """Test mode needs `session` (the simulator records there); live work never holds one.
     With a `budget`, sends are paced by the channel's send governor (governed.py), in test
@@ -56,8 +55,7 @@ async def platform_for(
     With a `sender` (a worker's, for sends at a channel's full rate), live messages leave
     through it and throttling is raised at once: the caller paces and holds (a campaign run
     takes its budget in batches and answers throttling with governed.ThrottleHolds).
-    `http`: the process's shared client for the other live calls (`graph_http_client`); without
-    one, the call opens its own."""
+    `retry`: how a live send through `sender` is tried again (none: it is not)."""
     if not livemode:
         if session is None:
             raise ValueError("the simulator records in a session; none was given")
@@ -71,13 +69,12 @@ async def platform_for(
         yield simulator if budget is None else GovernedPlatform(simulator, budget)
         return
     if sender is not None:
-        async with BulkGraphApiClient(sender, access_token) as bulk:
+        async with BulkGraphApiClient(sender, access_token, retry=retry) as bulk:
             yield bulk if budget is None else GovernedPlatform(bulk, budget)
         return
     async with GraphApiClient(
         settings.graph_api_url,
         access_token,
-        http=http,
         retry_throttling=budget is None,
         version=settings.graph_api_version,
     ) as client:
