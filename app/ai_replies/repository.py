@@ -7,9 +7,8 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, select, update
+from sqlalchemy import Integer, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
 
 from app.agents.models import Agent
@@ -18,6 +17,7 @@ from app.channels.models import Channel
 from app.conversations.models import Message
 from app.core.clock import utcnow
 from app.db.prepared import PreparedStatement, constant, prepared
+from app.db.runner import StatementRunner
 from app.inbox.models import Ticket
 from app.kit.outbox_models import OutboxJob
 
@@ -79,20 +79,20 @@ def _created_locked(dialect_name: str) -> UpdateBase:
 
 
 async def locked_state(
-    session: AsyncSession, ticket_id: str, organization_id: str | None = None
+    runner: StatementRunner, ticket_id: str, organization_id: str | None = None
 ) -> ReplyState | None:
     """The ticket's reply state, its row locked until the transaction ends (PostgreSQL;
     SQLite's writers are one at a time already). With `organization_id`, created first when
     missing (concurrent first messages of one conversation create it once)."""
     if organization_id is None:
-        row = await _LOCKED_STATE.first(session, {"ticket_id": ticket_id})
+        rows = await runner.fetch(_LOCKED_STATE, {"ticket_id": ticket_id})
     else:
-        dialect_name = session.get_bind().dialect.name
+        dialect_name = runner.dialect_name
         statement = prepared(
             ("ai_reply_state_created", dialect_name), lambda: _created_locked(dialect_name)
         )
-        row = await statement.first(
-            session,
+        rows = await runner.fetch(
+            statement,
             {
                 "ticket_id": ticket_id,
                 "organization_id": organization_id,
@@ -100,31 +100,31 @@ async def locked_state(
                 "now": utcnow(),
             },
         )
-    return ReplyState(*row) if row is not None else None
+    return ReplyState(*rows[0]) if rows else None
 
 
-async def save_state(session: AsyncSession, state: ReplyState) -> None:
+async def save_state(runner: StatementRunner, state: ReplyState) -> None:
     """Write the state's changes (its row is locked by `locked_state`)."""
     values = {f"new_{name}": getattr(state, name) for name in _SAVED}
-    await _SAVE_STATE.execute(
-        session, {**values, "state_ticket_id": state.ticket_id, "new_updated_at": utcnow()}
+    await runner.execute(
+        _SAVE_STATE, {**values, "state_ticket_id": state.ticket_id, "new_updated_at": utcnow()}
     )
 
 
 _JOB_STATUS = PreparedStatement(select(OutboxJob.status).where(OutboxJob.id == bindparam("job_id")))
 
 
-async def job_status(session: AsyncSession, job_id: str) -> str | None:
+async def job_status(runner: StatementRunner, job_id: str) -> str | None:
     """The status of the outbox job with that id (None: there is none)."""
-    row = await _JOB_STATUS.first(session, {"job_id": job_id})
-    return row.status if row is not None else None
+    rows = await runner.fetch(_JOB_STATUS, {"job_id": job_id})
+    return rows[0].status if rows else None
 
 
-async def drop_job(session: AsyncSession, job_id: str) -> None:
-    job = await session.get(OutboxJob, job_id)
-    if job is not None:
-        await session.delete(job)
-        await session.flush()
+_DROP_JOB = PreparedStatement(delete(OutboxJob).where(OutboxJob.id == bindparam("job_id")))
+
+
+async def drop_job(runner: StatementRunner, job_id: str) -> None:
+    await runner.execute(_DROP_JOB, {"job_id": job_id})
 
 
 # The newest messages of a ticket, newest first (prepared: every reply reads it).
@@ -137,13 +137,13 @@ _NEWEST_MESSAGES = PreparedStatement(
 
 
 async def history_rows(
-    session: AsyncSession, ticket_id: str, limit: int, leaving_out: Sequence[str]
+    runner: StatementRunner, ticket_id: str, limit: int, leaving_out: Sequence[str]
 ) -> tuple[list[Any], dict[str, Any]]:
     """The ticket's newest `limit` messages other than `leaving_out`, oldest first, and those
     of `leaving_out` the same statement read (all of them when they are the newest, as the
     messages a reply answers are)."""
-    rows = await _NEWEST_MESSAGES.all(
-        session, {"ticket_id": ticket_id, "limit": limit + len(leaving_out)}
+    rows = await runner.fetch(
+        _NEWEST_MESSAGES, {"ticket_id": ticket_id, "limit": limit + len(leaving_out)}
     )
     skipped = set(leaving_out)
     found = {row.id: row for row in rows if row.id in skipped}
@@ -152,11 +152,17 @@ async def history_rows(
     return earlier, found
 
 
-async def messages_by_id(session: AsyncSession, ids: Sequence[str]) -> dict[str, Any]:
-    if not ids:
-        return {}
-    statement = select(*HISTORY_COLUMNS).where(Message.id.in_(list(ids)))
-    return {row.id: row for row in (await session.execute(statement)).all()}
+_MESSAGE = PreparedStatement(select(*HISTORY_COLUMNS).where(Message.id == bindparam("message_id")))
+
+
+async def messages_by_id(runner: StatementRunner, ids: Sequence[str]) -> dict[str, Any]:
+    """Messages by id, one statement each (only messages stored out of order need it)."""
+    found = {}
+    for message_id in ids:
+        rows = await runner.fetch(_MESSAGE, {"message_id": message_id})
+        if rows:
+            found[message_id] = rows[0]
+    return found
 
 
 # What a reply needs of its ticket, channel and agent, in one prepared statement (the
@@ -182,8 +188,9 @@ _PARTIES = PreparedStatement(
 )
 
 
-async def answering_parties(session: AsyncSession, ticket_id: str) -> Any | None:
+async def answering_parties(runner: StatementRunner, ticket_id: str) -> Any | None:
     """The ticket's status and assignee, its channel's id and mode, and the channel's agent
     as `AgentProfile.of` reads it (`id`... None where missing); None when there is no such
     ticket."""
-    return await _PARTIES.first(session, {"ticket_id": ticket_id})
+    rows = await runner.fetch(_PARTIES, {"ticket_id": ticket_id})
+    return rows[0] if rows else None

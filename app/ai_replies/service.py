@@ -40,6 +40,7 @@ from app.conversations.models import Direction
 from app.conversations.models import Message as StoredMessage
 from app.conversations.schemas import MessageSend
 from app.core.clock import utcnow
+from app.db.runner import SessionRunner, StatementRunner
 from app.engine.types import AgentProfile, Message, Role, TurnResult
 from app.events.service import emit_many
 from app.inbox import service as inbox
@@ -91,7 +92,8 @@ async def note_inbound(
     the conversation's reply job scheduled when none waits. In the webhook's transaction."""
     if channel.agent_id is None:
         return
-    state = await repository.locked_state(session, message.ticket_id, channel.organization_id)
+    runner = SessionRunner(session)
+    state = await repository.locked_state(runner, message.ticket_id, channel.organization_id)
     if state is None or state.silenced_reason is not None:
         return  # handed to a person: silent until the ticket is closed
     now = utcnow()
@@ -101,11 +103,11 @@ async def note_inbound(
     quiet = now + timedelta(seconds=settings.ai_reply_burst_seconds)
     latest = state.first_pending_at + timedelta(seconds=settings.ai_reply_max_wait_seconds)
     state.due_at = min(quiet, max(latest, now))
-    await repository.save_state(session, state)
+    await repository.save_state(runner, state)
     job_id = reply_job_id(message.ticket_id)
-    status = await repository.job_status(session, job_id)
+    status = await repository.job_status(runner, job_id)
     if status == outbox.PARKED:
-        await repository.drop_job(session, job_id)  # a poisoned run: the new message retries
+        await repository.drop_job(runner, job_id)  # a poisoned run: the new message retries
         status = None
     if status is None:
         outbox.schedule(
@@ -137,11 +139,12 @@ class Wait:
 
 
 async def claim_turn(
-    session: AsyncSession, ticket_id: str, token: str, settings: Settings
+    runner: StatementRunner, ticket_id: str, token: str, settings: Settings
 ) -> Turn | Wait | None:
-    """Claim the conversation for one reply; None when there is nothing to answer (or the
-    agent must stay silent: the pending messages are then dropped)."""
-    state = await repository.locked_state(session, ticket_id)
+    """Claim the conversation for one reply, in the runner's transaction; None when there is
+    nothing to answer (or the agent must stay silent: the pending messages are then
+    dropped)."""
+    state = await repository.locked_state(runner, ticket_id)
     if state is None or not state.pending:
         return None
     now = utcnow()
@@ -149,7 +152,7 @@ async def claim_turn(
         return Wait(state.claimed_until)
     if state.due_at is not None and state.due_at > now:
         return Wait(state.due_at)
-    parties = await repository.answering_parties(session, ticket_id)
+    parties = await repository.answering_parties(runner, ticket_id)
     if (
         parties is None
         or parties.channel_id is None
@@ -158,18 +161,18 @@ async def claim_turn(
         or not _may_answer(parties.ticket_status, parties.assigned_user_id, state.silenced_reason)
     ):
         _answered(state, len(state.pending), now)
-        await repository.save_state(session, state)
+        await repository.save_state(runner, state)
         return None
     state.claim_token = token
     state.claimed_until = now + claim_lease(settings)
-    await repository.save_state(session, state)
+    await repository.save_state(runner, state)
     answering = list(state.pending)
     return Turn(
         ticket_id=ticket_id,
         token=token,
         answering=answering,
         agent=AgentProfile.of(parties, livemode=parties.livemode),
-        history=await _history(session, ticket_id, answering, settings.engine_history_messages),
+        history=await _history(runner, ticket_id, answering, settings.engine_history_messages),
     )
 
 
@@ -199,16 +202,16 @@ def describe(kind: str, text: str | None) -> str:
 
 
 async def _history(
-    session: AsyncSession, ticket_id: str, answering: list[str], limit: int
+    runner: StatementRunner, ticket_id: str, answering: list[str], limit: int
 ) -> list[Message]:
     """The conversation as the model reads it: earlier messages, then the ones answered now
     (in the order they arrived), consecutive messages of one side joined."""
     earlier, found = await repository.history_rows(
-        session, ticket_id, max(0, limit - len(answering)), answering
+        runner, ticket_id, max(0, limit - len(answering)), answering
     )
     missing = [id_ for id_ in answering if id_ not in found]
     if missing:  # older than the newest rows read (messages stored out of order)
-        found.update(await repository.messages_by_id(session, missing))
+        found.update(await repository.messages_by_id(runner, missing))
     rows = [*earlier, *(found[id_] for id_ in answering if id_ in found)]
     history: list[Message] = []
     for row in rows:
@@ -226,15 +229,15 @@ async def _history(
     return history
 
 
-async def release(session: AsyncSession, ticket_id: str, token: str) -> datetime | None:
+async def release(runner: StatementRunner, ticket_id: str, token: str) -> datetime | None:
     """Give the claim back unanswered (the organization's AI limits are full, the worker
     failed); returns when the conversation should be tried again."""
-    state = await repository.locked_state(session, ticket_id)
+    state = await repository.locked_state(runner, ticket_id)
     if state is None or state.claim_token != token:
         return None
     state.claim_token = None
     state.claimed_until = None
-    await repository.save_state(session, state)
+    await repository.save_state(runner, state)
     return utcnow()
 
 
@@ -254,14 +257,15 @@ async def deliver(
     )
     # Serialises with a person's assign or close of the ticket: whichever commits first wins.
     ticket = await TicketRepository(session, subject).get_row_for_update(turn.ticket_id)
-    state = await repository.locked_state(session, turn.ticket_id)
+    runner = SessionRunner(session)
+    state = await repository.locked_state(runner, turn.ticket_id)
     if ticket is None or state is None or state.claim_token != turn.token:
         logger.warning("reply dropped: the claim was lost", ticket_id=turn.ticket_id)
         return None
     now = utcnow()
     if not _may_answer(ticket.status, ticket.assigned_user_id, state.silenced_reason):
         _answered(state, len(turn.answering), now)
-        await repository.save_state(session, state)
+        await repository.save_state(runner, state)
         return None
     message = None
     # The sent message's event joins the turn's: one insert and one fan-out job for all.
@@ -296,7 +300,7 @@ async def deliver(
         state.silenced_reason = result.action.reason[:500]
         state.pending = []
         state.first_pending_at = None
-    await repository.save_state(session, state)
+    await repository.save_state(runner, state)
     if result.action is not None and result.action.kind == "end":
         await inbox.close_ticket(session, subject, ticket.id)
         return None

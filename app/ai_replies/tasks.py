@@ -1,9 +1,10 @@
 """The reply job: one conversation's pending messages answered by its channel's agent.
 
 The job claims the conversation (app/ai_replies/service.py `claim_turn`) in a short
-transaction, lets the conversation engine answer with no transaction open (the model may take
-seconds), then sends and records the reply in a second one, which also settles the job. It
-runs again while messages keep arriving, and waits while the burst window is open.
+transaction of prepared statements (`JobRuntime.statements`), lets the conversation engine
+answer with no transaction open (the model may take seconds), then sends and records the
+reply in a second one, which also settles the job. It runs again while messages keep
+arriving, and waits while the burst window is open.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ async def reply(job: JobContext) -> datetime | None:
     (ticket_id,) = job.args
     resources = job.runtime.resources
     token = uuid.uuid4().hex
-    async with resources.session(writes=True) as session:
-        claimed = await service.claim_turn(session, ticket_id, token, resources.settings)
+    # Prepared statements only: on PostgreSQL a driver connection's transaction, no session.
+    async with job.runtime.statements() as runner:
+        claimed = await service.claim_turn(runner, ticket_id, token, resources.settings)
         if not isinstance(claimed, Turn):
             again = claimed.until if isinstance(claimed, Wait) else None
-            await job.settle(session, again)
-            await session.commit()
+            await job.settle(runner, again)
             return again
-        await session.commit()
     try:
         result = await _answer(job, claimed)
     except (ConversationLimitReached, ReplyLimitReached) as exc:
@@ -59,11 +59,10 @@ async def _answer(job: JobContext, turn: Turn) -> TurnResult:
 async def _give_back(job: JobContext, turn: Turn, again: datetime | None) -> datetime | None:
     """Release the claim unanswered; with `again`, settle the job to run then (without it the
     worker's error handling reschedules the job)."""
-    async with job.runtime.resources.session(writes=True) as session:
-        await service.release(session, turn.ticket_id, turn.token)
+    async with job.runtime.statements() as runner:
+        await service.release(runner, turn.ticket_id, turn.token)
         if again is not None:
-            await job.settle(session, again)
-        await session.commit()
+            await job.settle(runner, again)
     return again
 
 

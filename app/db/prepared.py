@@ -178,32 +178,54 @@ class PreparedStatement:
         if read_pool is not None:
             compiled = self.compiled(read_pool.dialect)
             return compiled.rows(await read_pool.fetch(compiled.sql, compiled.arguments(params)))
-        if info.get(ON_DRIVER):
-            connection = await session.connection()
-            if connection.dialect.driver == "asyncpg":
-                compiled = self.compiled(connection.dialect)
-                driver: Any = (await connection.get_raw_connection()).driver_connection
-                return compiled.rows(await driver.fetch(compiled.sql, *compiled.arguments(params)))
-        return list((await session.execute(self.statement, params)).all())
+        driver = await _driver_of(session)
+        if driver is not None:
+            compiled = self.compiled(driver.dialect)
+            rows = await driver.connection.fetch(compiled.sql, *compiled.arguments(params))
+            return compiled.rows(rows)
+        result = await session.execute(self.statement, self.own_params(session, params))
+        return list(result.all())
 
     async def first(self, session: AsyncSession, params: dict[str, Any]) -> Any | None:
         rows = await self.all(session, params)
         return rows[0] if rows else None
 
-    async def execute(self, session: AsyncSession, params: dict[str, Any]) -> None:
+    async def execute(self, session: AsyncSession, params: dict[str, Any]) -> int:
         """A write without RETURNING, in the session's transaction (on its asyncpg connection
-        where `all` would run there)."""
-        if session.info.get(ON_DRIVER):
-            connection = await session.connection()
-            if connection.dialect.driver == "asyncpg":
-                compiled = self.compiled(connection.dialect)
-                driver: Any = (await connection.get_raw_connection()).driver_connection
-                await driver.execute(compiled.sql, *compiled.arguments(params))
-                return
+        where `all` would run there); the number of rows it changed."""
+        driver = await _driver_of(session)
+        if driver is not None:
+            compiled = self.compiled(driver.dialect)
+            status: str = await driver.connection.execute(compiled.sql, *compiled.arguments(params))
+            # The command tag: "UPDATE 1", "DELETE 0", "INSERT 0 1".
+            tail = status.rsplit(" ", 1)[-1]
+            return int(tail) if tail.isdigit() else 0
+        result = await session.execute(self.statement, self.own_params(session, params))
+        return int(getattr(result, "rowcount", 0))
+
+    def own_params(self, session: AsyncSession, params: dict[str, Any]) -> dict[str, Any]:
         # Only the statement's own names: SQLAlchemy turns any other key that names a column
         # into an extra SET/VALUES entry of an UPDATE/INSERT.
         names = self.compiled(session.get_bind().dialect).positions
-        await session.execute(self.statement, {k: v for k, v in params.items() if k in names})
+        return {name: value for name, value in params.items() if name in names}
+
+
+@dataclass(frozen=True, slots=True)
+class _Driver:
+    connection: Any
+    dialect: Dialect
+
+
+async def _driver_of(session: AsyncSession) -> _Driver | None:
+    """The asyncpg connection of a session marked to run prepared statements on it (in its
+    transaction), or None."""
+    if not session.info.get(ON_DRIVER):
+        return None
+    connection = await session.connection()
+    if connection.dialect.driver != "asyncpg":
+        return None
+    raw = await connection.get_raw_connection()
+    return _Driver(raw.driver_connection, connection.dialect)
 
 
 _CHECK_DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]

@@ -33,6 +33,8 @@ CLOSE_SECONDS = 10.0
 class StatementRunner(Protocol):
     # True where several writes can be one statement (data-modifying CTEs: PostgreSQL).
     combines_writes: bool
+    # The database's dialect ("postgresql", "sqlite"): statements of its own syntax.
+    dialect_name: str
 
     async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]: ...
 
@@ -46,7 +48,8 @@ class StatementRunner(Protocol):
 
 
 class SessionRunner:
-    """Statements through an ORM session: in its transaction, committed by its owner."""
+    """Statements through an ORM session: in its transaction, committed by its owner (on its
+    asyncpg connection where the session runs prepared statements there)."""
 
     # Never, PostgreSQL included (SWITCHBOARD_PREPARED_ON_DRIVER=false): through SQLAlchemy,
     # a parameter named like a column of an UPDATE inside a data-modifying CTE becomes an
@@ -55,27 +58,19 @@ class SessionRunner:
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self._dialect = session.get_bind().dialect
-
-    def _own(self, statement: PreparedStatement, params: dict[str, Any]) -> dict[str, Any]:
-        # Only the statement's own bound names: SQLAlchemy turns any other key that names a
-        # column into an extra SET/VALUES entry of an UPDATE/INSERT.
-        names = statement.compiled(self._dialect).positions
-        return {name: value for name, value in params.items() if name in names}
+        self.dialect_name: str = session.get_bind().dialect.name
 
     async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]:
-        result = await self.session.execute(statement.statement, self._own(statement, params))
-        return list(result.all())
+        return await statement.all(self.session, params)
 
     async def execute(self, statement: PreparedStatement, params: dict[str, Any]) -> int:
-        result = await self.session.execute(statement.statement, self._own(statement, params))
-        return int(getattr(result, "rowcount", 0))
+        return await statement.execute(self.session, params)
 
     async def execute_many(
         self, statement: PreparedStatement, params: Sequence[dict[str, Any]]
     ) -> None:
         if params:
-            rows = [self._own(statement, each) for each in params]
+            rows = [statement.own_params(self.session, each) for each in params]
             await self.session.execute(statement.statement, rows)
 
 
@@ -87,6 +82,7 @@ class DriverRunner:
     def __init__(self, connection: Any, dialect: Dialect) -> None:
         self._connection = connection
         self._dialect = dialect
+        self.dialect_name: str = dialect.name
 
     async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]:
         compiled = statement.compiled(self._dialect)
