@@ -21,7 +21,7 @@ Rules (docs/api.md, "AI replies on WhatsApp"):
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,13 +42,14 @@ from app.conversations.schemas import MessageSend
 from app.core.clock import utcnow
 from app.db.runner import SessionRunner, StatementRunner
 from app.engine.types import AgentProfile, Message, Role, TurnResult
-from app.events.service import emit_many
+from app.events.service import EmittedEvent, record_many
 from app.inbox import service as inbox
 from app.inbox.models import TicketStatus
 from app.inbox.repository import TicketRepository
 from app.kit import outbox
 from app.kit.errors import DomainError
 from app.resources import Resources
+from app.webhooks import tasks as webhook_jobs
 
 logger = structlog.get_logger("switchboard.ai_replies")
 
@@ -241,11 +242,21 @@ async def release(runner: StatementRunner, ticket_id: str, token: str) -> dateti
     return utcnow()
 
 
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What `deliver` did: when to answer again (more messages arrived meanwhile) or None,
+    and the turn's events and their fan-out, to `announce` once the transaction commits."""
+
+    again: datetime | None
+    fanned_out: list[outbox.JobRef] = field(default_factory=list)
+    events: list[EmittedEvent] = field(default_factory=list)
+
+
 async def deliver(
     session: AsyncSession, resources: Resources, turn: Turn, result: TurnResult
-) -> datetime | None:
+) -> Delivered:
     """Send the agent's reply through the channel and record what happened, in the caller's
-    transaction; returns when to answer again (more messages arrived meanwhile) or None."""
+    transaction."""
     agent = turn.agent
     # Who acts: the agent, in the channel's organization and mode.
     subject = Subject(
@@ -261,12 +272,12 @@ async def deliver(
     state = await repository.locked_state(runner, turn.ticket_id)
     if ticket is None or state is None or state.claim_token != turn.token:
         logger.warning("reply dropped: the claim was lost", ticket_id=turn.ticket_id)
-        return None
+        return Delivered(None)
     now = utcnow()
     if not _may_answer(ticket.status, ticket.assigned_user_id, state.silenced_reason):
         _answered(state, len(turn.answering), now)
         await repository.save_state(runner, state)
-        return None
+        return Delivered(None)
     message = None
     # The sent message's event joins the turn's: one insert and one fan-out job for all.
     events: list[tuple[str, dict[str, Any]]] = []
@@ -292,7 +303,9 @@ async def deliver(
         "in_reply_to": turn.answering,
     }
     events.extend((kind, {**data, **ids}) for kind, data in result.events)
-    await emit_many(session, ticket, events)
+    # Fanned out here, in this transaction: no fan-out job to run after it.
+    recorded = await record_many(session, ticket, events)
+    fanned_out = await webhook_jobs.fan_out_now(runner, recorded)
     _answered(state, len(turn.answering), now)
     if message is not None:
         state.replies += 1
@@ -301,7 +314,10 @@ async def deliver(
         state.pending = []
         state.first_pending_at = None
     await repository.save_state(runner, state)
+    done = Delivered(None, fanned_out, recorded)
     if result.action is not None and result.action.kind == "end":
         await inbox.close_ticket(session, subject, ticket.id)
-        return None
-    return state.due_at if state.pending and state.silenced_reason is None else None
+        return done
+    if state.pending and state.silenced_reason is None:
+        return Delivered(state.due_at, fanned_out, recorded)
+    return done

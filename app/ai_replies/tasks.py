@@ -20,6 +20,7 @@ from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import TurnResult
 from app.jobs import JobContext, Task
+from app.webhooks import tasks as webhook_jobs
 
 # A conversation that finds every AI slot of its organization taken tries again this later.
 BUSY_RETRY = timedelta(seconds=5)
@@ -44,10 +45,11 @@ async def reply(job: JobContext) -> datetime | None:
         await _give_back(job, claimed, None)
         raise
     async with resources.session(writes=True) as session:
-        again = await service.deliver(session, resources, claimed, result)
-        await job.settle(session, again)
+        delivered = await service.deliver(session, resources, claimed, result)
+        await job.settle(session, delivered.again)
         await session.commit()
-    return again
+    await webhook_jobs.announce(job.runtime, delivered.fanned_out, delivered.events)
+    return delivered.again
 
 
 async def _answer(job: JobContext, turn: Turn) -> TurnResult:

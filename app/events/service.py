@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any, Protocol, cast
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple, Protocol, cast
 
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -56,32 +56,55 @@ async def emit(
     return event
 
 
+class EmittedEvent(NamedTuple):
+    """An event as written: what fanning it out and streaming it read."""
+
+    id: str
+    organization_id: str
+    type: str
+    livemode: bool
+    data: Any
+    created_at: datetime
+
+
 async def emit_many(
     session: AsyncSession, owner: EventOwner, events: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[str]:
     """`emit` for a batch of (event type, data) of one owner: one multi-row INSERT, and the
     fan-out job the transaction's other events of the organization share."""
+    recorded = await record_many(session, owner, events)
+    ids = [event.id for event in recorded]
+    if ids:
+        _fan_out(session, owner.organization_id, ids)
+    return ids
+
+
+async def record_many(
+    session: AsyncSession, owner: EventOwner, events: Sequence[tuple[str, dict[str, Any]]]
+) -> list[EmittedEvent]:
+    """The events of `emit_many` written without a fan-out job: for a job that fans them out
+    itself, in this same transaction (app/webhooks/tasks.py `fan_out_now`)."""
     if not events:
         return []
     now = utcnow()
     frozen = loads(dumps([data for _, data in events]))  # one JSON round trip per batch
-    rows = [
-        {
-            "id": new_event_id(),
-            "organization_id": owner.organization_id,
-            "type": event_type,
-            "livemode": owner.livemode,
-            "data": data,
+    recorded = [
+        EmittedEvent(
+            new_event_id(),
+            owner.organization_id,
+            event_type,
+            owner.livemode,
+            data,
             # A microsecond apart: the batch keeps its order where events are read in order.
-            "created_at": now + timedelta(microseconds=index),
-        }
+            now + timedelta(microseconds=index),
+        )
         for index, ((event_type, _), data) in enumerate(zip(events, frozen, strict=True))
     ]
     # A Core executemany: the ORM's bulk path costs more than the statement itself here.
-    await session.execute(insert(cast(Table, Event.__table__)), rows)
-    ids = [row["id"] for row in rows]
-    _fan_out(session, owner.organization_id, ids)
-    return ids
+    await session.execute(
+        insert(cast(Table, Event.__table__)), [event._asdict() for event in recorded]
+    )
+    return recorded
 
 
 def _fan_out(session: AsyncSession, organization_id: str, event_ids: list[str]) -> None:

@@ -8,15 +8,19 @@ an open circuit has the delivery deferred in the outbox, without an attempt.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from prometheus_client import Counter, Histogram
 
 from app.config import Settings
 from app.core.clock import utcnow
 from app.core.jsonutil import dumps
+from app.db.runner import StatementRunner
 from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
-from app.jobs import JobContext, Task
+from app.jobs import JobContext, JobRuntime, Task
+from app.kit import outbox
 from app.webhooks import delivery
 from app.webhooks.sender import AttemptOutcome, EndpointGate, WebhookSender
 
@@ -118,13 +122,26 @@ async def fan_out_event(job: JobContext) -> datetime | None:
                 for event_id in event_ids
                 if (event := await delivery.load_event(runner, event_id)) is not None
             ]
-        refs = await delivery.fan_out_events(runner, events) if events else []
+        refs = await fan_out_now(runner, events)
         await job.settle(runner, None)
-    runtime.hand_over(refs)
-    await runtime.resources.event_stream.publish_many(
-        [(event.organization_id, dumps(event_body(event))) for event in events]
-    )
+    await announce(runtime, refs, events)
     return None
+
+
+async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> list[outbox.JobRef]:
+    """Fan out events in the runner's transaction (their deliveries and delivery jobs): what
+    the fan-out job does, for a job that wrote the events itself and saves running another
+    (app/ai_replies/tasks.py). Pass the result to `announce` once the transaction commits."""
+    return await delivery.fan_out_events(runner, list(events)) if events else []
+
+
+async def announce(runtime: JobRuntime, refs: list[outbox.JobRef], events: Sequence[Any]) -> None:
+    """After a fan-out committed: its deliveries started (or relayed), its events streamed."""
+    runtime.hand_over(refs)
+    if events:
+        await runtime.resources.event_stream.publish_many(
+            [(event.organization_id, dumps(event_body(event))) for event in events]
+        )
 
 
 # Fan-out first: a worker never lets it wait behind deliveries it already holds.

@@ -28,7 +28,8 @@ from tests.conftest import Tenant, graphql
 from tests.engine.fakes import FakeProviders
 from tests.engine.fixtures import backend_fixture, engine_fixture
 from tests.engine.fixtures import providers as providers
-from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine
+from tests.webhooks.receiver import running_receiver
+from tests.webhooks.test_delivery_engine import Engine, eventually, running_engine, wait_for
 from tests.workers.test_redis_engine import worker_env
 from tests.workers.worker_process import WorkerProcess
 from workers.runtime import JobRuntime, run_job
@@ -236,6 +237,28 @@ async def test_the_agent_replies_through_the_channel(
         "nodes"
     ]
     assert found["data"]["channel"]["agentId"] == chat.agent_id
+
+
+async def test_a_replys_events_reach_the_webhooks_from_its_own_transaction(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    """The reply job fans its events out itself, in the transaction that records them: the
+    subscriber gets `message.sent` then `ai.reply.generated`, each once."""
+    chat = await open_chat(engine, providers)
+    with running_receiver() as receiver:
+        await engine.subscribe(
+            chat.tenant, f"{receiver.url}/hook", ["message.sent", "ai.reply.generated"]
+        )
+        await chat.say("Hello there")
+        ticket_id = await chat.ticket_id()
+        [reply] = await chat.wait_replies(ticket_id, 1)
+        received = await wait_for(receiver, 2)
+    assert [r.json["type"] for r in received] == ["message.sent", "ai.reply.generated"]
+    assert received[0].json["data"]["id"] == reply["id"]
+    assert received[1].json["data"]["message_id"] == reply["id"]
+    [generated] = await chat.events("ai.reply.generated")
+    assert generated["ticket_id"] == ticket_id
+    assert len(receiver.of_type("message.sent")) == 1  # delivered once
 
 
 async def test_a_tool_round_trip_and_a_non_text_message(
