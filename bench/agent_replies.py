@@ -3,9 +3,13 @@
 Migrates a fresh database (SQLite file by default, or `--database-url` naming an empty
 PostgreSQL database), creates an organization, an agent whose model is a local
 OpenAI-compatible server that answers at once (zero latency: a fixed chat completion), and a
-test-mode channel answered by the agent; the burst window is set to 0 so no reply waits for
-a quiet moment. The send path's entry (`conversations.service.send_message`) is wrapped to
-note when each reply is handed to it. Then:
+channel answered by the agent, at Meta's highest send tier (1,000 messages/s). The channel is
+live by default (`--channel live`): replies leave through the Graph API, here a local one that
+answers at once, as in production; `--channel test` sends through the test-mode simulator,
+whose status callbacks are jobs of the same worker. Both upstreams run in a process of their
+own, so their CPU is not the worker's. The burst window is 0 so no reply waits for a quiet
+moment. The send path's entry (`conversations.service.send_message`) is wrapped to note when
+each reply is handed to it. Then:
 
   latency     `--latency` conversations one after the other: a signed webhook through the
               ASGI app, then the reply job on ONE in-process Dramatiq worker; the time from
@@ -13,8 +17,11 @@ note when each reply is handed to it. Then:
               in flight: the engine's own cost, the model's zero-latency HTTP round trip and
               the job hand-off included)
   throughput  `--conversations` (1,000) webhooks of as many customers accepted with the worker
-              stopped, then the worker started: replies handed to the send path per second
-              until every conversation has been answered
+              stopped, then the worker started: conversations answered per second, sustained,
+              i.e. until every reply is sent AND no outbox job is due (the fan-out of the
+              webhooks' and the replies' events included); `handed_per_s` stops the clock at
+              the last reply handed to the send path instead; CPU per reply (user and
+              system) is the process's over the same time
 
 Prints figures and a JSON line (peak RSS of the process included); never asserts on time.
 Run: ``.venv/bin/python bench/agent_replies.py [--conversations 1000] [--threads 8]``.

@@ -224,6 +224,9 @@ async def _driver_of(session: AsyncSession) -> _Driver | None:
     connection = await session.connection()
     if connection.dialect.driver != "asyncpg":
         return None
+    if session.autoflush and (session.new or session.dirty or session.deleted):
+        # As the ORM would before a query: the statement sees the session's pending writes.
+        await session.flush()
     raw = await connection.get_raw_connection()
     return _Driver(raw.driver_connection, connection.dialect)
 

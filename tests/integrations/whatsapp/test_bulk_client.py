@@ -68,20 +68,24 @@ async def test_a_campaign_send_is_not_sent_again(
     assert sleeps.delays == []
 
 
-async def test_a_refusal_that_is_not_retryable_is_raised_at_once(
-    graph: FakeGraph, sender: BulkMessageSender, sleeps: Sleeps
+@pytest.mark.parametrize(
+    ("code", "message", "raised"),
+    [
+        (131009, "(#131009) Parameter value is not valid", errors.InvalidParameter),
+        # Throttling goes to the caller's send governor: never slept on here.
+        (130429, "(#130429) Rate limit hit", errors.ThroughputExceeded),
+    ],
+)
+async def test_a_refusal_that_is_not_retried_here_is_raised_at_once(
+    graph: FakeGraph,
+    sender: BulkMessageSender,
+    sleeps: Sleeps,
+    code: int,
+    message: str,
+    raised: type[errors.WhatsAppError],
 ) -> None:
-    graph.fail_with("/messages", 400, 131009, "(#131009) Parameter value is not valid")
-    with pytest.raises(errors.InvalidParameter):
-        await replies(sender, sleeps).send_text(PHONE_ID, TO, "Hi")
-    assert len(graph.seen("/messages")) == 1
-
-
-async def test_throttling_goes_to_the_send_governor(
-    graph: FakeGraph, sender: BulkMessageSender, sleeps: Sleeps
-) -> None:
-    graph.fail_with("/messages", 400, 130429, "(#130429) Rate limit hit")
-    with pytest.raises(errors.ThroughputExceeded):
+    graph.fail_with("/messages", 400, code, message)
+    with pytest.raises(raised):
         await replies(sender, sleeps).send_text(PHONE_ID, TO, "Hi")
     assert len(graph.seen("/messages")) == 1
     assert sleeps.delays == []
