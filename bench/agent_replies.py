@@ -24,7 +24,7 @@ each reply is handed to it. Then:
               system) is the process's over the same time
 
 Prints figures and a JSON line (peak RSS of the process included); never asserts on time.
-Run: ``.venv/bin/python bench/agent_replies.py [--conversations 1000] [--threads 8]``.
+Run: ``.venv/bin/python bench/agent_replies.py [--conversations 1000] [--threads 4]``.
 """
 
 from __future__ import annotations
@@ -372,7 +372,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=1000)
     parser.add_argument("--latency", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=8)
+    # A worker process's own default (SWITCHBOARD_WORKER_THREADS): the worker as it ships.
+    parser.add_argument(
+        "--threads", type=int, default=Settings.model_fields["worker_threads"].default
+    )
     parser.add_argument("--database-url", default=None)
     parser.add_argument(
         "--channel",

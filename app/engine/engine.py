@@ -107,6 +107,7 @@ class EngineClients:
                 timeout=self.settings.llm_request_timeout_seconds,
                 max_response_bytes=MAX_MODEL_RESPONSE_BYTES,
                 drop_headers=KEY_HEADERS if keyless else (),
+                over_aiohttp=module.__name__ == "httpx2",
             )
         return client
 
