@@ -64,6 +64,7 @@ from app.core.clock import utcnow
 from app.db.engine import create_engine, create_sessionmaker
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
+from app.kit.outbox import PENDING
 from app.kit.outbox_models import OutboxJob
 from workers.broker import InProcessWorker
 
@@ -237,14 +238,17 @@ async def tickets_by_phone(settings: Settings) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def outbox_watch(settings: Settings) -> AsyncIterator[Callable[[], Awaitable[int]]]:
-    """How many outbox jobs are due and not done, asked of the database."""
+async def outbox_watch(
+    settings: Settings, *, later_too: bool = False
+) -> AsyncIterator[Callable[[], Awaitable[int]]]:
+    """How many pending outbox jobs are due (`later_too`: or due later), asked of the
+    database. Parked jobs never run again: they are not waited for."""
     engine = create_engine(settings.database_url, pool_size=1)
 
     async def due() -> int:
-        statement = (
-            select(func.count()).select_from(OutboxJob).where(OutboxJob.available_at <= utcnow())
-        )
+        statement = select(func.count()).select_from(OutboxJob).where(OutboxJob.status == PENDING)
+        if not later_too:
+            statement = statement.where(OutboxJob.available_at <= utcnow())
         async with engine.connect() as connection:
             return int((await connection.execute(statement)).scalar_one())
 
@@ -312,6 +316,12 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         latencies = [
             (handed[tickets[phone]] - at) * 1000 for phone, at in list(accepted.items())[warmup:]
         ]
+        # The phase's follow-up jobs (fan-outs; in test mode the status callbacks, due up to
+        # 2 s later) done before the worker stops: none is left to the next phase.
+        async with outbox_watch(settings, later_too=True) as pending_jobs:
+            deadline = time.monotonic() + 30
+            while await pending_jobs() and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
         worker.stop()
         # Throughput: every webhook accepted first, then the worker drains them.
         first = warmup + args.latency
