@@ -135,12 +135,11 @@ class BulkGraphApiClient(GraphApiClient):
             attempt += 1
             try:
                 return await self._sender.send(self._headers, phone_number_id, payload)
-            except MaybeSent:
-                raise
-            except NeverSent:
-                if attempt >= self.retry.attempts:
+            except (MaybeSent, NeverSent) as unreached:
+                unsent = self._unreached_retry_delay(attempt, isinstance(unreached, NeverSent))
+                if unsent is None:
                     raise
-                delay = self.retry.backoff(attempt, None)
+                delay = unsent
             except WhatsAppError as error:
                 refused = self._retry_delay(error, attempt, error.http_status or 0)
                 if refused is None:

@@ -147,10 +147,11 @@ class GraphApiClient:
                     f"Messaging platform unreachable: {type(exc).__name__}"
                 )
                 never_sent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
-                if (method != "POST" or never_sent) and attempt < self.retry.attempts:
-                    await self._sleep(self.retry.backoff(attempt, None))
-                    continue
-                raise unreachable from exc
+                delay = self._unreached_retry_delay(attempt, method != "POST" or never_sent)
+                if delay is None:
+                    raise unreachable from exc
+                await self._sleep(delay)
+                continue
             if response.is_success:
                 try:
                     return response.json()
@@ -167,6 +168,14 @@ class GraphApiClient:
             if delay is None:
                 raise error
             await self._sleep(delay)
+
+    def _unreached_retry_delay(self, attempt: int, repeatable: bool) -> float | None:
+        """How long to wait before trying again a request that got no answer; None: raise.
+        Only a `repeatable` one is tried again: a read, or a send that never left (one that
+        may have reached the platform is never sent twice)."""
+        if not repeatable or attempt >= self.retry.attempts:
+            return None
+        return self.retry.backoff(attempt, None)
 
     def _retry_delay(self, error: WhatsAppError, attempt: int, status: int) -> float | None:
         """How long to wait before sending a refused request again; None: raise the error
