@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +244,8 @@ async def test_a_replys_events_reach_the_webhooks_from_its_own_transaction(
     engine: Engine, providers: tuple[FakeProviders, str]
 ) -> None:
     """The reply job fans its events out itself, in the transaction that records them: the
-    subscriber gets `message.sent` then `ai.reply.generated`, each once."""
+    subscriber gets `message.sent` and `ai.reply.generated`, each once, recorded in that order
+    (each is delivered on its own, so they may arrive in either)."""
     chat = await open_chat(engine, providers)
     with running_receiver() as receiver:
         await engine.subscribe(
@@ -252,7 +254,9 @@ async def test_a_replys_events_reach_the_webhooks_from_its_own_transaction(
         await chat.say("Hello there")
         ticket_id = await chat.ticket_id()
         [reply] = await chat.wait_replies(ticket_id, 1)
-        received = await wait_for(receiver, 2)
+        received = sorted(
+            await wait_for(receiver, 2), key=lambda r: datetime.fromisoformat(r.json["created_at"])
+        )
     assert [r.json["type"] for r in received] == ["message.sent", "ai.reply.generated"]
     assert received[0].json["data"]["id"] == reply["id"]
     assert received[1].json["data"]["message_id"] == reply["id"]
