@@ -326,8 +326,10 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         # Throughput: every webhook accepted first, then the worker drains them.
         first = warmup + args.latency
         bodies = [webhook(first + n, 0) for n in range(args.conversations)]
+        accept_cpu_began = time.process_time()
         for start in range(0, len(bodies), 8):
             await asyncio.gather(*(post(client, body) for body in bodies[start : start + 8]))
+        accept_cpu = time.process_time() - accept_cpu_began
         expected = len(handed) + args.conversations
         worker = InProcessWorker(broker, threads=args.threads)
         began = time.perf_counter()
@@ -371,6 +373,9 @@ async def run(args: argparse.Namespace, database_url: str, var_dir: Path) -> dic
         "system_ms_per_reply": round(
             (times_ended.system - times_began.system) * 1000 / args.conversations, 2
         ),
+        # The API's side, for the record: the process's CPU per webhook accepted (the signed
+        # POST through the ASGI app, the in-process client's own share included).
+        "accept_cpu_ms_per_webhook": round(accept_cpu * 1000 / args.conversations, 2),
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "channel": args.channel,
         "upstream": counts,

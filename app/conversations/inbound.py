@@ -33,11 +33,13 @@ from app.config import Settings
 from app.consent import service as consent
 from app.conversations import service, statuses
 from app.conversations.models import Message
+from app.events.service import fan_out_here
 from app.integrations.whatsapp.payloads import signature_valid
 from app.kit.errors import DomainError
 from app.kit.platform_times import event_time
 from app.resources import Resources
 from app.templates import service as templates
+from app.webhooks import tasks as webhook_jobs
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
 # What a message that cannot be stored raises; anything else (a lost connection) fails the
@@ -212,8 +214,12 @@ def verified_payload(resources: Resources, body: bytes, signature: str | None) -
 async def handle_signed(
     resources: Resources, body: bytes, signature: str | None, *, simulated: bool = False
 ) -> None:
-    """Verify `X-Hub-Signature-256` over the raw body, then apply it in one transaction."""
+    """Verify `X-Hub-Signature-256` over the raw body, then apply it in one transaction that
+    also fans out its events (no fan-out job per webhook: the platform sends many)."""
     payload = verified_payload(resources, body, signature)
     async with resources.session(writes=True) as session:
+        fan_out_here(session)
         await process_payload(session, payload, resources.settings, simulated=simulated)
+        fanned = await webhook_jobs.fan_out_collected(session, resources)
         await session.commit()
+    await webhook_jobs.announce_relayed(resources, fanned)

@@ -15,10 +15,12 @@ from app.consent.service import CONFIRM_ACTOR, CONFIRM_QUEUE
 from app.conversations import service, statuses
 from app.conversations.inbound import SignatureInvalid, process_payload, verified_payload
 from app.conversations.schemas import MessageSend
+from app.events.service import fan_out_here
 from app.integrations.whatsapp.factory import CALLBACK_ACTOR, CALLBACK_QUEUE
 from app.jobs import JobContext, Task, with_resources
 from app.kit.errors import DomainError
 from app.resources import Resources
+from app.webhooks import tasks as webhook_jobs
 
 logger = structlog.get_logger("switchboard.whatsapp.inbound")
 
@@ -38,10 +40,16 @@ async def deliver_callback(
         logger.warning("simulated callback with a stale signature dropped")
         return None
     async with resources.session(writes=True) as session:
+        fan_out_here(session)
         await process_payload(session, payload, resources.settings, simulated=True)
+        fanned = await webhook_jobs.fan_out_collected(session, resources)
         if job is not None:
             await job.settle(session, None)
         await session.commit()
+    if job is not None:
+        await webhook_jobs.announce(job.runtime, fanned.refs, fanned.events)
+    else:
+        await webhook_jobs.announce_relayed(resources, fanned)
     return None
 
 

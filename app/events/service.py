@@ -2,7 +2,8 @@
 
 The event row and the job that fans it out are written in the caller's transaction, so an
 event exists exactly when the change that caused it was committed; the events of one
-organization in one transaction share one fan-out job. The event's `data` is the
+organization in one transaction share one fan-out job. A transaction can fan its events out
+itself instead (`fan_out_here`: the platform's webhooks do). The event's `data` is the
 resource in its REST shape, frozen as JSON at that moment.
 """
 
@@ -14,7 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, cast
 
 from sqlalchemy import Table, insert
+from sqlalchemy import event as orm_events
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
 from app.core.jsonutil import dumps, loads
@@ -108,8 +111,58 @@ async def record_many(
 
 
 def _fan_out(session: AsyncSession, organization_id: str, event_ids: list[str]) -> None:
-    """The transaction's events of one organization share one fan-out job."""
+    """The transaction's events of one organization share one fan-out job, unless the
+    transaction fans them out itself (`fan_out_here`)."""
+    collected: list[tuple[str, str]] | None = session.info.get(_FANNED_OUT_HERE)
+    if collected is not None:
+        collected.extend((organization_id, event_id) for event_id in event_ids)
+        return
     outbox.schedule_joined(session, FAN_OUT_ACTOR, organization_id, *event_ids, queue=EVENTS_QUEUE)
+
+
+# (organization id, event id) of the events a transaction fans out itself.
+_FANNED_OUT_HERE = "switchboard.events.fanned_out_here"
+
+
+def fan_out_here(session: AsyncSession) -> None:
+    """The session's transaction fans its events out itself before it commits (the platform's
+    webhooks: no fan-out job to run after them). `take_collected` hands over their ids; ids
+    still collected at commit get the fan-out job they would have had."""
+    session.info[_FANNED_OUT_HERE] = []
+
+
+def take_collected(session: AsyncSession) -> list[str]:
+    """The ids of the events written since `fan_out_here` (or the last take), oldest first;
+    those a savepoint rolled back are among them (their rows are gone)."""
+    collected: list[tuple[str, str]] | None = session.info.get(_FANNED_OUT_HERE)
+    if not collected:
+        return []
+    session.info[_FANNED_OUT_HERE] = []
+    return [event_id for _, event_id in collected]
+
+
+@orm_events.listens_for(Session, "before_commit")
+def _schedule_the_uncollected(session: Session) -> None:
+    collected: list[tuple[str, str]] | None = session.info.get(_FANNED_OUT_HERE)
+    if not collected or session.in_nested_transaction():
+        return
+    session.info[_FANNED_OUT_HERE] = []
+    for organization_id, event_id in collected:
+        # `schedule_joined` needs only `add` and `info`, which the sync session has too.
+        outbox.schedule_joined(
+            cast(AsyncSession, session),
+            FAN_OUT_ACTOR,
+            organization_id,
+            event_id,
+            queue=EVENTS_QUEUE,
+        )
+
+
+@orm_events.listens_for(Session, "after_commit")
+@orm_events.listens_for(Session, "after_rollback")
+def _forget_fan_out_here(session: Session) -> None:
+    if not session.in_nested_transaction():
+        session.info.pop(_FANNED_OUT_HERE, None)
 
 
 def event_body(event: Any) -> dict[str, Any]:

@@ -9,18 +9,21 @@ an open circuit has the delivery deferred in the outbox, without an attempt.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import Counter, Histogram
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.config import Settings
 from app.core.clock import utcnow
 from app.core.jsonutil import dumps
-from app.db.runner import StatementRunner
-from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body
+from app.db.runner import SessionRunner, StatementRunner
+from app.events.service import EVENTS_QUEUE, FAN_OUT_ACTOR, event_body, take_collected
 from app.jobs import JobContext, JobRuntime, Task
 from app.kit import outbox
+from app.resources import Resources
 from app.webhooks import delivery
 from app.webhooks.sender import AttemptOutcome, EndpointGate, WebhookSender
 
@@ -114,18 +117,45 @@ async def fan_out_event(job: JobContext) -> datetime | None:
         raise ValueError("a fan-out job names at least one event")
     runtime = job.runtime
     async with runtime.statements() as runner:
-        if len(event_ids) > 1 and runtime.resources.dialect_name == "postgresql":
-            events = await delivery.load_events(runner, event_ids)
-        else:
-            events = [
-                event
-                for event_id in event_ids
-                if (event := await delivery.load_event(runner, event_id)) is not None
-            ]
-        refs = await fan_out_now(runner, events)
+        fanned = await _fan_out_by_id(runner, runtime.resources, event_ids)
         await job.settle(runner, None)
-    await announce(runtime, refs, events)
+    await announce(runtime, fanned.refs, fanned.events)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class FannedOut:
+    """A transaction's fan-out: the delivery jobs to start once it commits, and the events
+    to stream."""
+
+    refs: list[outbox.JobRef] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+
+
+async def _fan_out_by_id(
+    runner: StatementRunner, resources: Resources, event_ids: list[str]
+) -> FannedOut:
+    """The events read back by id (one missing, e.g. a savepoint undid it, is skipped) and
+    fanned out in the runner's transaction."""
+    if len(event_ids) > 1 and resources.dialect_name == "postgresql":
+        events = await delivery.load_events(runner, event_ids)
+    else:
+        events = [
+            event
+            for event_id in event_ids
+            if (event := await delivery.load_event(runner, event_id)) is not None
+        ]
+    return FannedOut(await fan_out_now(runner, events), events)
+
+
+async def fan_out_collected(session: AsyncSession, resources: Resources) -> FannedOut:
+    """Fan out, in the session's transaction, the events written since `fan_out_here` (what
+    their fan-out job would have done). Pass the result to `announce` or `announce_relayed`
+    once the transaction commits."""
+    event_ids = take_collected(session)
+    if not event_ids:
+        return FannedOut()
+    return await _fan_out_by_id(SessionRunner(session), resources, event_ids)
 
 
 async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> list[outbox.JobRef]:
@@ -136,10 +166,22 @@ async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> list[ou
 
 
 async def announce(runtime: JobRuntime, refs: list[outbox.JobRef], events: Sequence[Any]) -> None:
-    """After a fan-out committed: its deliveries started (or relayed), its events streamed."""
+    """After a fan-out committed in a job: its deliveries started on this worker (or
+    relayed), its events streamed."""
     runtime.hand_over(refs)
+    await _stream(runtime.resources, events)
+
+
+async def announce_relayed(resources: Resources, fanned: FannedOut) -> None:
+    """After a fan-out committed outside a job (an API request): its deliveries relayed to
+    the workers, its events streamed."""
+    outbox.relay(fanned.refs)
+    await _stream(resources, fanned.events)
+
+
+async def _stream(resources: Resources, events: Sequence[Any]) -> None:
     if events:
-        await runtime.resources.event_stream.publish_many(
+        await resources.event_stream.publish_many(
             [(event.organization_id, dumps(event_body(event))) for event in events]
         )
 

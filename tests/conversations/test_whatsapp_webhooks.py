@@ -25,6 +25,8 @@ from app.events.models import Event
 from app.inbox.models import Ticket
 from app.integrations.whatsapp import payloads
 from app.kit.outbox_models import OutboxJob
+from app.webhooks.delivery import DELIVER_ACTOR
+from app.webhooks.models import WebhookDelivery, WebhookSubscription
 from tests.conftest import Tenant, TenantFactory
 from tests.conversations.conftest import APP_SECRET, PHONE_ID, VERIFY_TOKEN, JobWorker
 from tests.integrations.whatsapp.fake_graph import FakeGraph
@@ -122,6 +124,18 @@ async def test_inbound_message_creates_contact_ticket_message_and_events(
     channel: dict[str, Any],
     sessionmaker: async_sessionmaker[AsyncSession],
 ) -> None:
+    subscriptions = [
+        await client.post(
+            "/api/v1/webhooks",
+            json={"url": f"https://93.184.216.34/hooks/{name}", "events": events},
+            headers=acme.headers,
+        )
+        for name, events in (
+            ("all", ["lead.created", "ticket.created", "conversation.started", "message.received"]),
+            ("messages", ["message.received"]),
+        )
+    ]
+    assert [s.status_code for s in subscriptions] == [200, 200]
     response = await post_signed(client, inbound("wamid.first", "Where is my order?"))
     assert response.status_code == 200
     contacts = (await client.get("/api/v1/contacts", headers=acme.headers)).json()["data"]
@@ -146,14 +160,23 @@ async def test_inbound_message_creates_contact_ticket_message_and_events(
         "conversation.started",
         "message.received",
     ]
-    # The webhook's four events share one fan-out job: one run of the worker, not four.
+    # The webhook fans its four events out in its own transaction: no fan-out job for a
+    # worker to run, each subscription's deliveries (and their jobs) there at the 200.
     async with sessionmaker() as session:
-        jobs = (
-            await session.scalars(select(OutboxJob).where(OutboxJob.actor == "events.fan_out"))
+        actors = (await session.scalars(select(OutboxJob.actor))).all()
+        deliveries = (
+            await session.execute(
+                select(WebhookSubscription.url, WebhookDelivery.event_type).join(
+                    WebhookSubscription, WebhookSubscription.id == WebhookDelivery.subscription_id
+                )
+            )
         ).all()
-        event_ids = set((await session.scalars(select(Event.id))).all())
-    assert [len(job.args) for job in jobs] == [4]
-    assert set(jobs[0].args) == event_ids
+    assert "events.fan_out" not in actors
+    assert actors.count(DELIVER_ACTOR) == 5
+    assert sorted(deliveries) == sorted(
+        [("https://93.184.216.34/hooks/all", kind) for kind in await event_types(sessionmaker)]
+        + [("https://93.184.216.34/hooks/messages", "message.received")]
+    )
 
 
 async def test_redelivered_message_is_stored_once(
