@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, select, update
+from sqlalchemy import Integer, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -59,6 +59,58 @@ _SAVE_STATE = PreparedStatement(
     .where(AiReplyState.ticket_id == bindparam("state_ticket_id"))
     .values({name: bindparam(f"new_{name}") for name in (*_SAVED, "updated_at")})
 )
+
+
+_STATE = PreparedStatement(
+    select(*_STATE_COLUMNS).where(AiReplyState.ticket_id == bindparam("ticket_id"))
+)
+
+
+def _claim(dialect_name: str) -> UpdateBase:
+    """The claim, in one statement that needs no transaction: taken only when messages wait,
+    their burst window has closed, and no unexpired claim holds the conversation. A webhook
+    appending a message holds the row's lock; the claim waits for it and sees the message."""
+    length = func.jsonb_array_length if dialect_name == "postgresql" else func.json_array_length
+    return (
+        update(AiReplyState)
+        .where(
+            AiReplyState.ticket_id == bindparam("claimed_ticket_id"),
+            length(AiReplyState.pending) > constant(0),
+            or_(AiReplyState.due_at.is_(None), AiReplyState.due_at <= bindparam("now")),
+            or_(AiReplyState.claim_token.is_(None), AiReplyState.claimed_until <= bindparam("now")),
+        )
+        .values(
+            claim_token=bindparam("new_claim_token"),
+            claimed_until=bindparam("new_claimed_until"),
+            updated_at=bindparam("now"),
+        )
+        .returning(*_STATE_COLUMNS)
+    )
+
+
+async def state_of(runner: StatementRunner, ticket_id: str) -> ReplyState | None:
+    """The ticket's reply state as it is now (no lock)."""
+    rows = await runner.fetch(_STATE, {"ticket_id": ticket_id})
+    return ReplyState(*rows[0]) if rows else None
+
+
+async def claimed_state(
+    runner: StatementRunner, ticket_id: str, token: str, until: datetime, now: datetime
+) -> ReplyState | None:
+    """The state with the claim taken for `token` until `until`; None when it could not be
+    taken (nothing waits, the burst window is open, or another claim holds it)."""
+    dialect_name = runner.dialect_name
+    statement = prepared(("ai_reply_claim", dialect_name), lambda: _claim(dialect_name))
+    rows = await runner.fetch(
+        statement,
+        {
+            "claimed_ticket_id": ticket_id,
+            "new_claim_token": token,
+            "new_claimed_until": until,
+            "now": now,
+        },
+    )
+    return ReplyState(*rows[0]) if rows else None
 
 
 def _created_locked(dialect_name: str) -> UpdateBase:
@@ -128,8 +180,17 @@ async def drop_job(runner: StatementRunner, job_id: str) -> None:
 
 
 # The newest messages of a ticket, newest first (prepared: every reply reads it).
+# With the messages, the conversation's pending ones as the same snapshot saw them: the claim
+# holds no lock while the history is read, so a message stored meanwhile may be among the
+# newest; it is pending but not answered now, and stays out (the next reply answers it).
 _NEWEST_MESSAGES = PreparedStatement(
-    select(*HISTORY_COLUMNS)
+    select(
+        *HISTORY_COLUMNS,
+        select(AiReplyState.pending)
+        .where(AiReplyState.ticket_id == Message.ticket_id)
+        .scalar_subquery()
+        .label("pending_now"),
+    )
     .where(Message.ticket_id == bindparam("ticket_id"))
     .order_by(Message.created_at.desc(), Message.id.desc())
     .limit(bindparam("limit", type_=Integer()))
@@ -139,14 +200,17 @@ _NEWEST_MESSAGES = PreparedStatement(
 async def history_rows(
     runner: StatementRunner, ticket_id: str, limit: int, leaving_out: Sequence[str]
 ) -> tuple[list[Any], dict[str, Any]]:
-    """The ticket's newest `limit` messages other than `leaving_out`, oldest first, and those
-    of `leaving_out` the same statement read (all of them when they are the newest, as the
+    """The ticket's newest `limit` messages other than `leaving_out` (and other than messages
+    still pending besides those: stored after the reply's claim), oldest first, and those of
+    `leaving_out` the same statement read (all of them when they are the newest, as the
     messages a reply answers are)."""
     rows = await runner.fetch(
         _NEWEST_MESSAGES, {"ticket_id": ticket_id, "limit": limit + len(leaving_out)}
     )
     skipped = set(leaving_out)
     found = {row.id: row for row in rows if row.id in skipped}
+    if rows and rows[0].pending_now:
+        skipped.update(rows[0].pending_now)
     earlier = [row for row in rows if row.id not in skipped][:limit]
     earlier.reverse()
     return earlier, found

@@ -130,6 +130,8 @@ class Turn:
     answering: list[str]
     agent: AgentProfile
     history: list[Message]
+    # When the latest inbound message read arrived: the 24-hour window is open from it.
+    inbound_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,42 +141,73 @@ class Wait:
     until: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class Silent:
+    """Claimed, but the agent may not answer (the ticket is a person's, closed, or handed
+    off; the channel lost its agent): `stay_silent` drops the claimed messages."""
+
+    ticket_id: str
+    token: str
+    count: int
+
+
 async def claim_turn(
     runner: StatementRunner, ticket_id: str, token: str, settings: Settings
-) -> Turn | Wait | None:
-    """Claim the conversation for one reply, in the runner's transaction; None when there is
-    nothing to answer (or the agent must stay silent: the pending messages are then
-    dropped)."""
-    state = await repository.locked_state(runner, ticket_id)
-    if state is None or not state.pending:
-        return None
+) -> Turn | Wait | Silent | None:
+    """Claim the conversation for one reply: one statement (no transaction needed), then the
+    reads the turn needs. None when there is nothing to answer."""
     now = utcnow()
-    if state.claim_token is not None and state.claimed_until and state.claimed_until > now:
-        return Wait(state.claimed_until)
-    if state.due_at is not None and state.due_at > now:
-        return Wait(state.due_at)
+    state = await repository.claimed_state(
+        runner, ticket_id, token, now + claim_lease(settings), now
+    )
+    if state is None:
+        return await _why_not_claimed(runner, ticket_id, now)
+    answering = list(state.pending)
     parties = await repository.answering_parties(runner, ticket_id)
     if (
-        parties is None
+        not answering
+        or parties is None
         or parties.channel_id is None
         or parties.id is None
         or parties.agent_status != ACTIVE
         or not _may_answer(parties.ticket_status, parties.assigned_user_id, state.silenced_reason)
     ):
-        _answered(state, len(state.pending), now)
-        await repository.save_state(runner, state)
-        return None
-    state.claim_token = token
-    state.claimed_until = now + claim_lease(settings)
-    await repository.save_state(runner, state)
-    answering = list(state.pending)
+        return Silent(ticket_id, token, len(answering))
+    history, inbound_at = await _history(
+        runner, ticket_id, answering, settings.engine_history_messages
+    )
     return Turn(
         ticket_id=ticket_id,
         token=token,
         answering=answering,
         agent=AgentProfile.of(parties, livemode=parties.livemode),
-        history=await _history(runner, ticket_id, answering, settings.engine_history_messages),
+        history=history,
+        inbound_at=inbound_at,
     )
+
+
+async def _why_not_claimed(runner: StatementRunner, ticket_id: str, now: datetime) -> Wait | None:
+    """When to try again after a claim that was not taken (None: nothing waits)."""
+    state = await repository.state_of(runner, ticket_id)
+    if state is None or not state.pending:
+        return None
+    later = [
+        moment
+        for moment in (state.due_at, state.claimed_until if state.claim_token else None)
+        if moment is not None and moment > now
+    ]
+    # Nothing in the way any more (it ended since the claim was tried): again at once.
+    return Wait(max(later, default=now))
+
+
+async def stay_silent(runner: StatementRunner, silent: Silent) -> None:
+    """Drop the messages a `Silent` claim took, and release it, in the runner's
+    transaction (messages that arrived since stay pending)."""
+    state = await repository.locked_state(runner, silent.ticket_id)
+    if state is None or state.claim_token != silent.token:
+        return
+    _answered(state, silent.count, utcnow())
+    await repository.save_state(runner, state)
 
 
 def _may_answer(status: str, assigned_user_id: str | None, silenced_reason: str | None) -> bool:
@@ -204,9 +237,10 @@ def describe(kind: str, text: str | None) -> str:
 
 async def _history(
     runner: StatementRunner, ticket_id: str, answering: list[str], limit: int
-) -> list[Message]:
+) -> tuple[list[Message], datetime | None]:
     """The conversation as the model reads it: earlier messages, then the ones answered now
-    (in the order they arrived), consecutive messages of one side joined."""
+    (in the order they arrived), consecutive messages of one side joined; and when the
+    latest inbound message of those arrived."""
     earlier, found = await repository.history_rows(
         runner, ticket_id, max(0, limit - len(answering)), answering
     )
@@ -227,7 +261,8 @@ async def _history(
             history.append(Message(role, content))
     while history and history[0].role != "user":
         history.pop(0)
-    return history
+    inbound = [row.created_at for row in rows if row.direction == Direction.INBOUND.value]
+    return history, max(inbound, default=None)
 
 
 async def release(runner: StatementRunner, ticket_id: str, token: str) -> datetime | None:
@@ -292,6 +327,7 @@ async def deliver(
                 agent_id=turn.agent.agent_id,
                 locked_ticket=ticket,
                 emitted=events,
+                inbound_at=turn.inbound_at,
             )
         except DomainError as exc:
             logger.warning("AI reply not sent", ticket_id=ticket.id, reason=exc.message)

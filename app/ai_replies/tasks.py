@@ -1,7 +1,7 @@
 """The reply job: one conversation's pending messages answered by its channel's agent.
 
-The job claims the conversation (app/ai_replies/service.py `claim_turn`) in a short
-transaction of prepared statements (`JobRuntime.statements`), lets the conversation engine
+The job claims the conversation (app/ai_replies/service.py `claim_turn`) with prepared
+statements that need no transaction (`JobRuntime.statements`), lets the conversation engine
 answer with no transaction open (the model may take seconds), then sends and records the
 reply in a second one, which also settles the job. It runs again while messages keep
 arriving, and waits while the burst window is open.
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from app.agent_tests.service import ENGINE_QUEUE
 from app.ai_replies import service
-from app.ai_replies.service import REPLY_ACTOR, Turn, Wait
+from app.ai_replies.service import REPLY_ACTOR, Silent, Turn, Wait
 from app.core.clock import utcnow
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
@@ -30,13 +30,19 @@ async def reply(job: JobContext) -> datetime | None:
     (ticket_id,) = job.args
     resources = job.runtime.resources
     token = uuid.uuid4().hex
-    # Prepared statements only: on PostgreSQL a driver connection's transaction, no session.
-    async with job.runtime.statements() as runner:
+    # Prepared statements only, each committing on its own: on PostgreSQL a driver
+    # connection, no session.
+    async with job.runtime.statements(transaction=False) as runner:
         claimed = await service.claim_turn(runner, ticket_id, token, resources.settings)
-        if not isinstance(claimed, Turn):
+        if isinstance(claimed, Wait | None):
             again = claimed.until if isinstance(claimed, Wait) else None
             await job.settle(runner, again)
             return again
+    if isinstance(claimed, Silent):
+        async with job.runtime.statements() as runner:
+            await service.stay_silent(runner, claimed)
+            await job.settle(runner, None)
+        return None
     try:
         result = await _answer(job, claimed)
     except (ConversationLimitReached, ReplyLimitReached) as exc:

@@ -338,6 +338,7 @@ async def send_message(
     agent_id: str | None = None,
     locked_ticket: Any | None = None,
     emitted: list[tuple[str, dict[str, Any]]] | None = None,
+    inbound_at: datetime | None = None,
 ) -> Message:
     """A reply through the ticket's channel, paced by its send governor (it shares the
     channel's budget with campaigns). Accepted by the platform: `sent` and `message.sent`;
@@ -349,7 +350,9 @@ async def send_message(
     its lock in this transaction; the ticket is then not read again, and the message is
     written once, after the send (unlocked, it is written first, so a ticket deleted
     meanwhile fails the reply before anything leaves). `emitted`: the message's event is
-    appended there, for the caller's own `emit_many`, instead of emitted on its own."""
+    appended there, for the caller's own `emit_many`, instead of emitted on its own.
+    `inbound_at`: when a message of this ticket the caller read arrived (an AI reply's
+    answered messages); while that is inside the 24-hour window, the latest is not read."""
     ticket = locked_ticket or await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
@@ -361,7 +364,9 @@ async def send_message(
         if text.startswith("/") and agent_id is None:
             cache = snippet_cache(resources.redis)
             text = await quick_replies.expand_quick_reply(session, subject, text, cache) or text
-        last = await repository.last_inbound_at(ticket.id)
+        last = inbound_at
+        if last is None or utcnow() - last > SERVICE_WINDOW:
+            last = await repository.last_inbound_at(ticket.id)
         if last is None or utcnow() - last > SERVICE_WINDOW:
             raise OutsideServiceWindow()
     else:

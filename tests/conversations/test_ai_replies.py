@@ -18,6 +18,7 @@ import orjson
 import pytest
 from sqlalchemy import select
 
+from app.ai_replies import repository
 from app.ai_replies.models import AiReplyState
 from app.ai_replies.service import REPLY_ACTOR, reply_job_id
 from app.ai_replies.tasks import reply
@@ -69,10 +70,17 @@ class Chat:
         self.agent_id = agent_id
         self.channel = channel
 
-    async def say(self, text: str | None = None, message_id: str | None = None, **part: Any) -> str:
-        """The customer writes (a signed platform webhook); returns the platform message id."""
+    async def say(
+        self,
+        text: str | None = None,
+        message_id: str | None = None,
+        at: float | None = None,
+        **part: Any,
+    ) -> str:
+        """The customer writes (a signed platform webhook; `at`: when they sent it, unix
+        seconds); returns the platform message id."""
         message_id = message_id or f"wamid.ai{next(_messages)}"
-        body = orjson.dumps(self.payload(message_id, text, **part))
+        body = orjson.dumps(self.payload(message_id, text, at, **part))
         response = await self.engine.client.post(
             "/webhooks/whatsapp",
             content=body,
@@ -84,7 +92,9 @@ class Chat:
         assert response.status_code == 200, response.text
         return message_id
 
-    def payload(self, message_id: str, text: str | None, **part: Any) -> dict[str, Any]:
+    def payload(
+        self, message_id: str, text: str | None, at: float | None = None, **part: Any
+    ) -> dict[str, Any]:
         if text is not None:
             return payloads.inbound_text(
                 WABA,
@@ -94,12 +104,13 @@ class Chat:
                 CUSTOMER,
                 text,
                 profile_name="Ada",
+                timestamp=None if at is None else int(at),
             )
         kind, content = next(iter(part.items()))
         message = {
             "from": CUSTOMER.lstrip("+"),
             "id": message_id,
-            "timestamp": str(int(time.time())),
+            "timestamp": str(int(at or time.time())),
             "type": kind,
             kind: content,
         }
@@ -263,6 +274,60 @@ async def test_a_replys_events_reach_the_webhooks_from_its_own_transaction(
     [generated] = await chat.events("ai.reply.generated")
     assert generated["ticket_id"] == ticket_id
     assert len(receiver.of_type("message.sent")) == 1  # delivered once
+
+
+async def test_a_message_stored_after_the_claim_waits_for_the_next_reply(
+    engine: Engine, providers: tuple[FakeProviders, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim holds no lock while the turn's history is read: a message the customer sends
+    in between is neither answered nor shown to the model by this reply; the next one
+    answers it."""
+    if engine.settings.database_url.startswith("sqlite"):
+        pytest.skip(
+            "on SQLite the claim's statements share one transaction, which holds the write lock"
+        )
+    chat = await open_chat(engine, providers)
+    test_loop = asyncio.get_running_loop()
+    read_parties = repository.answering_parties
+    interleaved: list[str] = []
+
+    async def parties_then_a_message(runner: Any, ticket_id: str) -> Any:
+        if not interleaved:  # the first reply's claim is taken: the customer writes again
+            interleaved.append(ticket_id)
+            sent = asyncio.run_coroutine_threadsafe(chat.say("Second question"), test_loop)
+            await asyncio.wrap_future(sent)
+        return await read_parties(runner, ticket_id)
+
+    monkeypatch.setattr(repository, "answering_parties", parties_then_a_message)
+    await chat.say("First question")
+    ticket_id = await chat.ticket_id()
+    await chat.wait_replies(ticket_id, 2)
+    assert interleaved == [ticket_id]
+    first, second = [r.body["messages"] for r in providers[0].model_requests()]
+    assert first[1:] == [{"role": "user", "content": "First question"}]
+    assert second[-1] == {"role": "user", "content": "Second question"}
+    generated = await chat.events("ai.reply.generated")
+    inbound = [m["id"] for m in await chat.messages(ticket_id) if m["direction"] == "inbound"]
+    assert [g["in_reply_to"] for g in generated] == [[inbound[0]], [inbound[1]]]
+
+
+async def test_no_reply_leaves_once_the_customers_24_hour_window_has_closed(
+    engine: Engine, providers: tuple[FakeProviders, str]
+) -> None:
+    """The answered message itself sets when the window closes: one the customer sent 25 hours
+    ago (a late delivery) gets an answer from the model, but nothing is sent."""
+    chat = await open_chat(engine, providers)
+    await chat.say("Are you still open?", at=time.time() - 25 * 3600)
+    ticket_id = await chat.ticket_id()
+    await chat.settled(ticket_id)
+    [generated] = await chat.events("ai.reply.generated")
+    assert (generated["ticket_id"], generated["message_id"]) == (ticket_id, None)
+    assert await chat.replies(ticket_id) == []
+    assert await chat.events("message.sent") == []
+    # The customer writes again: the window is open, and this message is answered.
+    await chat.say("Hello?")
+    [reply] = await chat.wait_replies(ticket_id, 1)
+    assert reply["agent_id"] == chat.agent_id
 
 
 async def test_a_tool_round_trip_and_a_non_text_message(
