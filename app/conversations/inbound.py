@@ -220,6 +220,6 @@ async def handle_signed(
     async with resources.session(writes=True) as session:
         fan_out_here(session)
         await process_payload(session, payload, resources.settings, simulated=simulated)
-        fanned = await webhook_jobs.fan_out_collected(session, resources)
+        fanned = await webhook_jobs.fan_out_collected(session)
         await session.commit()
     await webhook_jobs.announce_relayed(resources, fanned)

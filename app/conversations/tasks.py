@@ -42,7 +42,7 @@ async def deliver_callback(
     async with resources.session(writes=True) as session:
         fan_out_here(session)
         await process_payload(session, payload, resources.settings, simulated=True)
-        fanned = await webhook_jobs.fan_out_collected(session, resources)
+        fanned = await webhook_jobs.fan_out_collected(session)
         if job is not None:
             await job.settle(session, None)
         await session.commit()

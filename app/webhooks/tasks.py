@@ -117,7 +117,7 @@ async def fan_out_event(job: JobContext) -> datetime | None:
         raise ValueError("a fan-out job names at least one event")
     runtime = job.runtime
     async with runtime.statements() as runner:
-        fanned = await _fan_out_by_id(runner, runtime.resources, event_ids)
+        fanned = await _fan_out_by_id(runner, event_ids)
         await job.settle(runner, None)
     await announce(runtime, fanned.refs, fanned.events)
     return None
@@ -132,12 +132,10 @@ class FannedOut:
     events: list[Any] = field(default_factory=list)
 
 
-async def _fan_out_by_id(
-    runner: StatementRunner, resources: Resources, event_ids: list[str]
-) -> FannedOut:
+async def _fan_out_by_id(runner: StatementRunner, event_ids: list[str]) -> FannedOut:
     """The events read back by id (one missing, e.g. a savepoint undid it, is skipped) and
     fanned out in the runner's transaction."""
-    if len(event_ids) > 1 and resources.dialect_name == "postgresql":
+    if len(event_ids) > 1 and runner.dialect_name == "postgresql":
         events = await delivery.load_events(runner, event_ids)
     else:
         events = [
@@ -148,14 +146,14 @@ async def _fan_out_by_id(
     return FannedOut(await fan_out_now(runner, events), events)
 
 
-async def fan_out_collected(session: AsyncSession, resources: Resources) -> FannedOut:
+async def fan_out_collected(session: AsyncSession) -> FannedOut:
     """Fan out, in the session's transaction, the events written since `fan_out_here` (what
     their fan-out job would have done). Pass the result to `announce` or `announce_relayed`
     once the transaction commits."""
     event_ids = take_collected(session)
     if not event_ids:
         return FannedOut()
-    return await _fan_out_by_id(SessionRunner(session), resources, event_ids)
+    return await _fan_out_by_id(SessionRunner(session), event_ids)
 
 
 async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> list[outbox.JobRef]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from httpx_ws import AsyncWebSocketSession, WebSocketDisconnect, aconnect_ws
 from httpx_ws.transport import ASGIWebSocketTransport
@@ -41,6 +42,7 @@ from app.db.engine import create_engine, create_sessionmaker
 from app.events.models import Event
 from app.graphql import socket as graphql_socket
 from app.graphql import view as graphql_view
+from app.integrations.whatsapp import payloads
 from app.kit import outbox
 from app.kit.event_stream import EventStream, SubscriptionQuota
 from app.kit.outbox_models import OutboxJob
@@ -56,6 +58,8 @@ from tests.conftest import (
     make_settings,
     service_unavailable,
 )
+from tests.conversations.conftest import APP_SECRET
+from tests.templates.conftest import WABA, create_channel
 from workers.broker import InProcessWorker, install_job_engine
 
 PROTOCOL = "graphql-transport-ws"
@@ -261,6 +265,7 @@ async def harness(
         outbox_sweep_seconds=0.05,
         outbox_redispatch_seconds=0.5,
         worker_threads=2,
+        whatsapp_app_secret=APP_SECRET,
     )
     database = create_engine(committed_url, pool_size=2)
     # The test's own writes read first (e.g. a key's organization): on SQLite, a transaction
@@ -313,6 +318,45 @@ async def test_a_contact_created_over_rest_streams_as_lead_created(harness: Harn
         stored = await session.get(Event, event["id"])  # the committed event, not a copy
     assert stored is not None
     assert stored.type == "lead.created"
+
+
+@both_streams
+async def test_a_message_the_platform_brings_streams_from_the_webhooks_own_fan_out(
+    harness: Harness,
+) -> None:
+    """The platform's webhook fans its events out itself: the stream hears them from the API
+    process once the webhook commits, not from a worker's fan-out job."""
+    tenant = await harness.tenants.organization()
+    # The database lives for the module: each run's number of its own.
+    channel = await create_channel(harness.client, tenant, str(10**14 + uuid.uuid4().int % 10**14))
+    body = orjson.dumps(
+        payloads.inbound_text(
+            WABA,
+            channel["phone_number_id"],
+            channel["display_phone_number"],
+            "wamid.streamed",
+            "+14155550100",
+            "Is my order on its way?",
+            profile_name="Ada",
+        )
+    )
+    async with harness.subscribed(tenant, ["message.received"]) as socket:
+        response = await harness.client.post(
+            "/webhooks/whatsapp",
+            content=body,
+            headers={
+                "Content-Type": "application/json",
+                payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
+            },
+        )
+        assert response.status_code == 200, response.text
+        event = await socket.next_event()
+    assert event["type"] == "message.received"
+    assert event["organizationId"] == tenant.organization_id
+    assert (event["data"]["platform_message_id"], event["data"]["text"]) == (
+        "wamid.streamed",
+        "Is my order on its way?",
+    )
 
 
 @both_streams
