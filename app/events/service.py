@@ -131,11 +131,13 @@ def fan_out_here(session: AsyncSession) -> None:
     session.info[_FANNED_OUT_HERE] = []
 
 
-def take_collected(session: AsyncSession) -> list[str]:
+def take_collected(session: AsyncSession, at_most: int = outbox.MAX_JOINED_ARGS) -> list[str]:
     """The ids of the events written since `fan_out_here` (or the last take), oldest first;
-    those a savepoint rolled back are among them (their rows are gone)."""
+    those a savepoint rolled back are among them (their rows are gone). More than `at_most`
+    (a webhook body of many statuses) are not taken: their fan-out jobs share the work out
+    at commit, a job's worth each, instead of one request doing it all."""
     collected: list[tuple[str, str]] | None = session.info.get(_FANNED_OUT_HERE)
-    if not collected:
+    if not collected or len(collected) > at_most:
         return []
     session.info[_FANNED_OUT_HERE] = []
     return [event_id for _, event_id in collected]

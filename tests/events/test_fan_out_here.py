@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.events.models import Event
 from app.events.service import FAN_OUT_ACTOR, emit, fan_out_here
+from app.kit.outbox import MAX_JOINED_ARGS
 from app.kit.outbox_models import OutboxJob
 from app.webhooks.delivery import DELIVER_ACTOR
 from app.webhooks.models import WebhookDelivery, WebhookSubscription
@@ -104,3 +105,26 @@ async def test_the_mark_lasts_one_transaction(
             await session.scalars(select(OutboxJob).where(OutboxJob.actor == FAN_OUT_ACTOR))
         ).all()
     assert [job.args for job in jobs] == [[later.id]]
+
+
+async def test_more_events_than_a_job_holds_are_left_to_fan_out_jobs(
+    sessionmaker: async_sessionmaker[AsyncSession], acme: Tenant
+) -> None:
+    """A body of many statuses does not fan out in its request: its events get the jobs they
+    would have had, a job's worth each."""
+    owner = Owner(acme.organization_id)
+    async with sessionmaker() as session:
+        fan_out_here(session)
+        emitted = [
+            (await emit(session, owner, "lead.updated", {"id": str(n)})).id
+            for n in range(MAX_JOINED_ARGS + 1)
+        ]
+        fanned = await fan_out_collected(session)
+        await session.commit()
+    assert (fanned.events, fanned.refs) == ([], [])
+    async with sessionmaker() as session:
+        jobs = (
+            await session.scalars(select(OutboxJob).where(OutboxJob.actor == FAN_OUT_ACTOR))
+        ).all()
+    assert sorted(len(job.args) for job in jobs) == [1, MAX_JOINED_ARGS]
+    assert sorted(arg for job in jobs for arg in job.args) == sorted(emitted)
