@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import httpx
-import orjson
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -21,34 +20,25 @@ from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 from tests.campaigns.conftest import CAMPAIGNS, Jobs, campaign_body, create_contact
 from tests.conftest import Tenant, TenantFactory, graphql
-from tests.conversations.conftest import APP_SECRET, PHONE_ID, JobWorker
+from tests.conversations.conftest import PHONE_ID, JobWorker, post_signed
 from tests.templates.conftest import WABA
 
 CONTACTS = "/api/v1/contacts"
 SETTINGS = "/api/v1/consent/settings"
-HOOK = "/webhooks/whatsapp"
 CUSTOMER = "+14155550100"
 OTHER = "+14155550111"
 DISPLAY = "+14155550142"
 
 
-async def post_signed(client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
-    body = orjson.dumps(payload)
-    response = await client.post(
-        HOOK,
-        content=body,
-        headers={
-            "Content-Type": "application/json",
-            payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
-        },
-    )
+async def post_accepted(client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
+    response = await post_signed(client, payload)
     assert response.status_code == 200, response.text
 
 
 async def text_in(
     client: httpx.AsyncClient, message_id: str, text: str, at: int, sender: str = CUSTOMER
 ) -> None:
-    await post_signed(
+    await post_accepted(
         client,
         payloads.inbound_text(
             WABA, PHONE_ID, DISPLAY, message_id, sender, text, profile_name="Ada", timestamp=at
@@ -377,14 +367,14 @@ async def test_error_131050_on_a_status_opts_the_recipient_out(
     other = await create_contact(client, acme, OTHER, "Grace")
     error = {"code": 131050, "title": "User has stopped marketing messages"}
     at = int(time.time())
-    await post_signed(
+    await post_accepted(
         client,
         payloads.message_status(
             WABA, PHONE_ID, DISPLAY, "wamid.x", CUSTOMER, "failed", timestamp=at, errors=[error]
         ),
     )
     # Another error code opts nobody out.
-    await post_signed(
+    await post_accepted(
         client,
         payloads.message_status(
             WABA,
@@ -405,7 +395,7 @@ async def test_error_131050_on_a_status_opts_the_recipient_out(
     assert (await contact(client, globex, foreign["id"]))["marketing_opt_out"] is None
     assert await lead_updates(sessionmaker, ada["id"]) == 1
     # The same status again: no second change, no second event.
-    await post_signed(
+    await post_accepted(
         client,
         payloads.message_status(
             WABA, PHONE_ID, DISPLAY, "wamid.x", CUSTOMER, "failed", timestamp=at, errors=[error]
@@ -419,13 +409,13 @@ async def test_user_preferences_stop_and_resume_in_time_order(
 ) -> None:
     ada = await create_contact(client, acme, CUSTOMER, "Ada")
     now = int(time.time())
-    await post_signed(client, user_preferences(CUSTOMER, "stop", now - 20))
+    await post_accepted(client, user_preferences(CUSTOMER, "stop", now - 20))
     body = await contact(client, acme, ada["id"])
     assert body["marketing_opt_out"]["source"] == "platform"
-    await post_signed(client, user_preferences(CUSTOMER, "resume", now - 10))
+    await post_accepted(client, user_preferences(CUSTOMER, "resume", now - 10))
     assert (await contact(client, acme, ada["id"]))["marketing_opt_out"] is None
     # The stop delivered again, late: the resume is newer and stands.
-    await post_signed(client, user_preferences(CUSTOMER, "stop", now - 20))
+    await post_accepted(client, user_preferences(CUSTOMER, "stop", now - 20))
     assert (await contact(client, acme, ada["id"]))["marketing_opt_out"] is None
     # Garbage in the list is skipped with the rest applied; the answer is still 200.
     garbage = user_preferences(CUSTOMER, "stop", now)
@@ -436,5 +426,5 @@ async def test_user_preferences_stop_and_resume_in_time_order(
         {"wa_id": "abc", "value": "stop"},
         *value["user_preferences"],
     ]
-    await post_signed(client, garbage)
+    await post_accepted(client, garbage)
     assert (await contact(client, acme, ada["id"]))["marketing_opt_out"]["source"] == "platform"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.config import Settings
 from app.core.clock import utcnow
 from app.db.runner import SessionRunner, StatementRunner
+from app.integrations.whatsapp import payloads
 from app.kit.outbox_models import OutboxJob
 from app.resources import Resources
 from tests.conftest import Tenant, make_settings
@@ -88,3 +90,18 @@ class JobWorker:
 @pytest.fixture
 def worker(resources: Resources) -> JobWorker:
     return JobWorker(resources)
+
+
+async def post_signed(
+    client: httpx.AsyncClient, payload: dict[str, Any], secret: str = APP_SECRET
+) -> httpx.Response:
+    """A platform webhook body POSTed as Meta posts it: JSON signed with the app secret."""
+    body = orjson.dumps(payload)
+    return await client.post(
+        "/webhooks/whatsapp",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            payloads.SIGNATURE_HEADER: payloads.sign(secret, body),
+        },
+    )

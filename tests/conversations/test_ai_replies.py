@@ -14,7 +14,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from sqlalchemy import select
 
@@ -27,6 +26,7 @@ from app.integrations.whatsapp import payloads
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_user
 from tests.conftest import Tenant, graphql
+from tests.conversations.conftest import post_signed
 from tests.engine.fakes import FakeProviders
 from tests.engine.fixtures import backend_fixture, engine_fixture
 from tests.engine.fixtures import providers as providers
@@ -80,15 +80,8 @@ class Chat:
         """The customer writes (a signed platform webhook; `at`: when they sent it, unix
         seconds); returns the platform message id."""
         message_id = message_id or f"wamid.ai{next(_messages)}"
-        body = orjson.dumps(self.payload(message_id, text, at, **part))
-        response = await self.engine.client.post(
-            "/webhooks/whatsapp",
-            content=body,
-            headers={
-                "Content-Type": "application/json",
-                payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
-            },
-        )
+        payload = self.payload(message_id, text, at, **part)
+        response = await post_signed(self.engine.client, payload, APP_SECRET)
         assert response.status_code == 200, response.text
         return message_id
 

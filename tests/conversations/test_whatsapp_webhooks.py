@@ -28,26 +28,18 @@ from app.kit.outbox_models import OutboxJob
 from app.webhooks.delivery import DELIVER_ACTOR
 from app.webhooks.models import WebhookDelivery, WebhookSubscription
 from tests.conftest import Tenant, TenantFactory
-from tests.conversations.conftest import APP_SECRET, PHONE_ID, VERIFY_TOKEN, JobWorker
+from tests.conversations.conftest import (
+    APP_SECRET,
+    PHONE_ID,
+    VERIFY_TOKEN,
+    JobWorker,
+    post_signed,
+)
 from tests.integrations.whatsapp.fake_graph import FakeGraph
 from tests.templates.conftest import WABA, Jobs, create_channel, template_body
 
 HOOK = "/webhooks/whatsapp"
 CUSTOMER = "+14155550100"
-
-
-async def post_signed(
-    client: httpx.AsyncClient, payload: dict[str, Any], secret: str = APP_SECRET
-) -> httpx.Response:
-    body = orjson.dumps(payload)
-    return await client.post(
-        HOOK,
-        content=body,
-        headers={
-            "Content-Type": "application/json",
-            payloads.SIGNATURE_HEADER: payloads.sign(secret, body),
-        },
-    )
 
 
 def inbound(

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 from httpx_ws import AsyncWebSocketSession, WebSocketDisconnect, aconnect_ws
 from httpx_ws.transport import ASGIWebSocketTransport
@@ -58,7 +57,7 @@ from tests.conftest import (
     make_settings,
     service_unavailable,
 )
-from tests.conversations.conftest import APP_SECRET
+from tests.conversations.conftest import APP_SECRET, post_signed
 from tests.templates.conftest import WABA, create_channel
 from workers.broker import InProcessWorker, install_job_engine
 
@@ -329,26 +328,17 @@ async def test_a_message_the_platform_brings_streams_from_the_webhooks_own_fan_o
     tenant = await harness.tenants.organization()
     # The database lives for the module: each run's number of its own.
     channel = await create_channel(harness.client, tenant, str(10**14 + uuid.uuid4().int % 10**14))
-    body = orjson.dumps(
-        payloads.inbound_text(
-            WABA,
-            channel["phone_number_id"],
-            channel["display_phone_number"],
-            "wamid.streamed",
-            "+14155550100",
-            "Is my order on its way?",
-            profile_name="Ada",
-        )
+    message = payloads.inbound_text(
+        WABA,
+        channel["phone_number_id"],
+        channel["display_phone_number"],
+        "wamid.streamed",
+        "+14155550100",
+        "Is my order on its way?",
+        profile_name="Ada",
     )
     async with harness.subscribed(tenant, ["message.received"]) as socket:
-        response = await harness.client.post(
-            "/webhooks/whatsapp",
-            content=body,
-            headers={
-                "Content-Type": "application/json",
-                payloads.SIGNATURE_HEADER: payloads.sign(APP_SECRET, body),
-            },
-        )
+        response = await post_signed(harness.client, message)
         assert response.status_code == 200, response.text
         event = await socket.next_event()
     assert event["type"] == "message.received"
