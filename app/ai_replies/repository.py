@@ -48,21 +48,14 @@ class ReplyState:
 
 _STATE_COLUMNS = [getattr(AiReplyState, field.name) for field in fields(ReplyState)]
 _SAVED = [field.name for field in fields(ReplyState) if field.name != "ticket_id"]
-_LOCKED_STATE = PreparedStatement(
-    select(*_STATE_COLUMNS)
-    .where(AiReplyState.ticket_id == bindparam("ticket_id"))
-    .with_for_update()
-)
+_STATE_OF_TICKET = select(*_STATE_COLUMNS).where(AiReplyState.ticket_id == bindparam("ticket_id"))
+_STATE = PreparedStatement(_STATE_OF_TICKET)
+_LOCKED_STATE = PreparedStatement(_STATE_OF_TICKET.with_for_update())
 # Bind names differ from the columns': SQLAlchemy reserves those in an UPDATE.
 _SAVE_STATE = PreparedStatement(
     update(AiReplyState)
     .where(AiReplyState.ticket_id == bindparam("state_ticket_id"))
     .values({name: bindparam(f"new_{name}") for name in (*_SAVED, "updated_at")})
-)
-
-
-_STATE = PreparedStatement(
-    select(*_STATE_COLUMNS).where(AiReplyState.ticket_id == bindparam("ticket_id"))
 )
 
 

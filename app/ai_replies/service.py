@@ -42,7 +42,7 @@ from app.conversations.schemas import MessageSend
 from app.core.clock import utcnow
 from app.db.runner import SessionRunner, StatementRunner
 from app.engine.types import AgentProfile, Message, Role, TurnResult
-from app.events.service import EmittedEvent, record_many
+from app.events.service import record_many
 from app.inbox import service as inbox
 from app.inbox.models import TicketStatus
 from app.inbox.repository import TicketRepository
@@ -283,8 +283,7 @@ class Delivered:
     and the turn's events and their fan-out, to `announce` once the transaction commits."""
 
     again: datetime | None
-    fanned_out: list[outbox.JobRef] = field(default_factory=list)
-    events: list[EmittedEvent] = field(default_factory=list)
+    fanned: webhook_jobs.FannedOut = field(default_factory=webhook_jobs.FannedOut)
 
 
 async def deliver(
@@ -341,7 +340,7 @@ async def deliver(
     events.extend((kind, {**data, **ids}) for kind, data in result.events)
     # Fanned out here, in this transaction: no fan-out job to run after it.
     recorded = await record_many(session, ticket, events)
-    fanned_out = await webhook_jobs.fan_out_now(runner, recorded)
+    fanned = await webhook_jobs.fan_out_now(runner, recorded)
     _answered(state, len(turn.answering), now)
     if message is not None:
         state.replies += 1
@@ -350,10 +349,10 @@ async def deliver(
         state.pending = []
         state.first_pending_at = None
     await repository.save_state(runner, state)
-    done = Delivered(None, fanned_out, recorded)
+    done = Delivered(None, fanned)
     if result.action is not None and result.action.kind == "end":
         await inbox.close_ticket(session, subject, ticket.id)
         return done
     if state.pending and state.silenced_reason is None:
-        return Delivered(state.due_at, fanned_out, recorded)
+        return Delivered(state.due_at, fanned)
     return done

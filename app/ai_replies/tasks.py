@@ -54,7 +54,7 @@ async def reply(job: JobContext) -> datetime | None:
         delivered = await service.deliver(session, resources, claimed, result)
         await job.settle(session, delivered.again)
         await session.commit()
-    await webhook_jobs.announce(job.runtime, delivered.fanned_out, delivered.events)
+    await webhook_jobs.announce(job.runtime, delivered.fanned)
     return delivered.again
 
 

@@ -47,7 +47,7 @@ async def deliver_callback(
             await job.settle(session, None)
         await session.commit()
     if job is not None:
-        await webhook_jobs.announce(job.runtime, fanned.refs, fanned.events)
+        await webhook_jobs.announce(job.runtime, fanned)
     else:
         await webhook_jobs.announce_relayed(resources, fanned)
     return None

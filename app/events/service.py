@@ -110,6 +110,10 @@ async def record_many(
     return recorded
 
 
+# (organization id, event id) of the events a transaction fans out itself.
+_FANNED_OUT_HERE = "switchboard.events.fanned_out_here"
+
+
 def _fan_out(session: AsyncSession, organization_id: str, event_ids: list[str]) -> None:
     """The transaction's events of one organization share one fan-out job, unless the
     transaction fans them out itself (`fan_out_here`)."""
@@ -118,10 +122,6 @@ def _fan_out(session: AsyncSession, organization_id: str, event_ids: list[str]) 
         collected.extend((organization_id, event_id) for event_id in event_ids)
         return
     outbox.schedule_joined(session, FAN_OUT_ACTOR, organization_id, *event_ids, queue=EVENTS_QUEUE)
-
-
-# (organization id, event id) of the events a transaction fans out itself.
-_FANNED_OUT_HERE = "switchboard.events.fanned_out_here"
 
 
 def fan_out_here(session: AsyncSession) -> None:

@@ -119,7 +119,7 @@ async def fan_out_event(job: JobContext) -> datetime | None:
     async with runtime.statements() as runner:
         fanned = await _fan_out_by_id(runner, event_ids)
         await job.settle(runner, None)
-    await announce(runtime, fanned.refs, fanned.events)
+    await announce(runtime, fanned)
     return None
 
 
@@ -143,7 +143,7 @@ async def _fan_out_by_id(runner: StatementRunner, event_ids: list[str]) -> Fanne
             for event_id in event_ids
             if (event := await delivery.load_event(runner, event_id)) is not None
         ]
-    return FannedOut(await fan_out_now(runner, events), events)
+    return await fan_out_now(runner, events)
 
 
 async def fan_out_collected(session: AsyncSession) -> FannedOut:
@@ -156,18 +156,20 @@ async def fan_out_collected(session: AsyncSession) -> FannedOut:
     return await _fan_out_by_id(SessionRunner(session), event_ids)
 
 
-async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> list[outbox.JobRef]:
+async def fan_out_now(runner: StatementRunner, events: Sequence[Any]) -> FannedOut:
     """Fan out events in the runner's transaction (their deliveries and delivery jobs): what
     the fan-out job does, for a job that wrote the events itself and saves running another
     (app/ai_replies/tasks.py). Pass the result to `announce` once the transaction commits."""
-    return await delivery.fan_out_events(runner, list(events)) if events else []
+    if not events:
+        return FannedOut()
+    return FannedOut(await delivery.fan_out_events(runner, list(events)), list(events))
 
 
-async def announce(runtime: JobRuntime, refs: list[outbox.JobRef], events: Sequence[Any]) -> None:
+async def announce(runtime: JobRuntime, fanned: FannedOut) -> None:
     """After a fan-out committed in a job: its deliveries started on this worker (or
     relayed), its events streamed."""
-    runtime.hand_over(refs)
-    await _stream(runtime.resources, events)
+    runtime.hand_over(fanned.refs)
+    await _stream(runtime.resources, fanned.events)
 
 
 async def announce_relayed(resources: Resources, fanned: FannedOut) -> None:
