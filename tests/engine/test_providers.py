@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from app.config import Settings
 from app.engine.engine import EngineClients
+from app.engine.net import guarded_client
 from app.engine.providers.base import CompletionRequest, ProviderFailure
 from app.engine.tools.builtins import TRANSFER_TO_HUMAN
 from app.engine.tools.toolbox import Toolbox
@@ -212,6 +214,75 @@ async def test_the_url_guard_runs_at_call_time(
         await guarded.aclose()
     assert caught.value.retryable
     assert fake.model_requests() == []
+
+
+MODEL_CALL = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("over_aiohttp", [True, False], ids=["aiohttp", "httpx2-pool"])
+async def test_a_model_host_that_now_resolves_to_a_private_address_is_refused(
+    providers: tuple[FakeProviders, str], over_aiohttp: bool
+) -> None:
+    fake, url = providers
+    fake.reset()
+    port = int(url.rsplit(":", 1)[1])
+    asked: list[str] = []
+
+    async def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["10.0.0.7"]  # a public-looking name that now resolves to a private address
+
+    client = guarded_client(
+        httpx2,
+        allow_private=False,
+        timeout=5,
+        max_response_bytes=1 << 20,
+        resolver=rebinding,
+        over_aiohttp=over_aiohttp,
+    )
+    try:
+        with pytest.raises(httpx2.ConnectError, match="refused"):
+            await client.post(
+                f"http://models.example.com:{port}/v1/chat/completions", json=MODEL_CALL
+            )
+    finally:
+        await client.aclose()
+    assert asked == ["models.example.com"]
+    assert fake.model_requests() == []
+
+
+async def test_over_aiohttp_a_connection_goes_where_the_guards_lookup_said(
+    providers: tuple[FakeProviders, str],
+) -> None:
+    """The guard's lookup is the connection's own: one per new connection, none per request
+    on a connection kept open."""
+    fake, url = providers
+    fake.reset()
+    port = int(url.rsplit(":", 1)[1])
+    asked: list[str] = []
+
+    async def to_the_fake(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["127.0.0.1"]
+
+    client = guarded_client(
+        httpx2,
+        allow_private=True,
+        timeout=5,
+        max_response_bytes=1 << 20,
+        resolver=to_the_fake,
+        over_aiohttp=True,
+    )
+    try:
+        for _ in range(3):
+            answer = await client.post(
+                f"http://models.test:{port}/v1/chat/completions", json=MODEL_CALL
+            )
+            assert answer.status_code == 200
+    finally:
+        await client.aclose()
+    assert len(fake.model_requests()) == 3
+    assert asked == ["models.test"]
 
 
 AGENT = AgentProfile("a1", "o1", False, "Ava", "UTC", {}, "v1")
