@@ -203,6 +203,20 @@ class PreparedStatement:
         result = await session.execute(self.statement, self.own_params(session, params))
         return int(getattr(result, "rowcount", 0))
 
+    async def execute_many(self, session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+        """A write without RETURNING, once per row of `rows`, in the session's transaction:
+        one pipelined `executemany` on its asyncpg connection where `all` would run there."""
+        if not rows:
+            return
+        driver = await _driver_of(session)
+        if driver is not None:
+            compiled = self.compiled(driver.dialect)
+            await driver.connection.executemany(
+                compiled.sql, [compiled.arguments(row) for row in rows]
+            )
+            return
+        await session.execute(self.statement, [self.own_params(session, row) for row in rows])
+
     def own_params(self, session: AsyncSession, params: dict[str, Any]) -> dict[str, Any]:
         # Only the statement's own names: SQLAlchemy turns any other key that names a column
         # into an extra SET/VALUES entry of an UPDATE/INSERT.

@@ -69,9 +69,7 @@ class SessionRunner:
     async def execute_many(
         self, statement: PreparedStatement, params: Sequence[dict[str, Any]]
     ) -> None:
-        if params:
-            rows = [statement.own_params(self.session, each) for each in params]
-            await self.session.execute(statement.statement, rows)
+        await statement.execute_many(self.session, params)
 
 
 class DriverRunner:

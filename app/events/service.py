@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol, cast
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Table, bindparam, insert
 from sqlalchemy import event as orm_events
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from app.core.clock import utcnow
 from app.core.jsonutil import dumps, loads
+from app.db.prepared import PreparedStatement
 from app.events.models import Event
 from app.kit import outbox
 
@@ -103,11 +104,17 @@ async def record_many(
         )
         for index, ((event_type, _), data) in enumerate(zip(events, frozen, strict=True))
     ]
-    # A Core executemany: the ORM's bulk path costs more than the statement itself here.
-    await session.execute(
-        insert(cast(Table, Event.__table__)), [event._asdict() for event in recorded]
-    )
+    # Prepared: on PostgreSQL one pipelined executemany on the session's own connection (the
+    # ORM's bulk path, or a Core insert through the session, cost more than the statement).
+    await _INSERT_EVENTS.execute_many(session, [event._asdict() for event in recorded])
     return recorded
+
+
+_INSERT_EVENTS = PreparedStatement(
+    insert(cast(Table, Event.__table__)).values(
+        {name: bindparam(name) for name in EmittedEvent._fields}
+    )
+)
 
 
 # (organization id, event id) of the events a transaction fans out itself.
