@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -18,6 +19,7 @@ from app.engine.tools.builtins import TRANSFER_TO_HUMAN
 from app.engine.tools.toolbox import Toolbox
 from app.engine.turn import TurnLimits, run_turn
 from app.engine.types import AgentProfile, Message, ToolSpec, Usage
+from app.webhooks.ssrf import Resolver
 from tests.conftest import make_settings
 from tests.engine.fakes import FakeProviders, running_mcp_server, running_providers
 
@@ -219,6 +221,27 @@ async def test_the_url_guard_runs_at_call_time(
 MODEL_CALL = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
+def resolving_to(address: str, asked: list[str]) -> Resolver:
+    """A resolver that answers `address` for every name, noting the names asked."""
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return [address]
+
+    return resolve
+
+
+def model_client(resolver: Resolver, *, allow_private: bool, over_aiohttp: bool) -> Any:
+    return guarded_client(
+        httpx2,
+        allow_private=allow_private,
+        timeout=5,
+        max_response_bytes=1 << 20,
+        resolver=resolver,
+        over_aiohttp=over_aiohttp,
+    )
+
+
 @pytest.mark.parametrize("over_aiohttp", [True, False], ids=["aiohttp", "httpx2-pool"])
 async def test_a_model_host_that_now_resolves_to_a_private_address_is_refused(
     providers: tuple[FakeProviders, str], over_aiohttp: bool
@@ -227,18 +250,9 @@ async def test_a_model_host_that_now_resolves_to_a_private_address_is_refused(
     fake.reset()
     port = int(url.rsplit(":", 1)[1])
     asked: list[str] = []
-
-    async def rebinding(host: str, port: int) -> list[str]:
-        asked.append(host)
-        return ["10.0.0.7"]  # a public-looking name that now resolves to a private address
-
-    client = guarded_client(
-        httpx2,
-        allow_private=False,
-        timeout=5,
-        max_response_bytes=1 << 20,
-        resolver=rebinding,
-        over_aiohttp=over_aiohttp,
+    # A public-looking name that now resolves to a private address.
+    client = model_client(
+        resolving_to("10.0.0.7", asked), allow_private=False, over_aiohttp=over_aiohttp
     )
     try:
         with pytest.raises(httpx2.ConnectError, match="refused"):
@@ -260,19 +274,7 @@ async def test_over_aiohttp_a_connection_goes_where_the_guards_lookup_said(
     fake.reset()
     port = int(url.rsplit(":", 1)[1])
     asked: list[str] = []
-
-    async def to_the_fake(host: str, port: int) -> list[str]:
-        asked.append(host)
-        return ["127.0.0.1"]
-
-    client = guarded_client(
-        httpx2,
-        allow_private=True,
-        timeout=5,
-        max_response_bytes=1 << 20,
-        resolver=to_the_fake,
-        over_aiohttp=True,
-    )
+    client = model_client(resolving_to("127.0.0.1", asked), allow_private=True, over_aiohttp=True)
     try:
         for _ in range(3):
             answer = await client.post(
