@@ -38,9 +38,10 @@ from app.webhooks.ssrf import (
 # Connections kept open: past the default 20 kept alive, a worker answering many
 # conversations at once reconnected for most of its model calls.
 MAX_CONNECTIONS = 100
-# How long an idle connection over aiohttp stays open: an endpoint's new DNS answer is used
-# (and judged) within this.
-KEEPALIVE_SECONDS = 30.0
+# How long an idle connection over aiohttp stays open (httpx's default, as before): shorter
+# than common servers' idle timeouts, so a connection the server closed is seldom reused; an
+# endpoint's new DNS answer is used (and judged) within this.
+KEEPALIVE_SECONDS = 5.0
 
 
 def guarded_transport(
