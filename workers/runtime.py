@@ -214,15 +214,15 @@ class JobRuntime(Middleware):
 
     async def sweep_once(self) -> int:
         """Send due jobs the broker does not hold; returns how many were sent."""
-        async with self.statements() as runner:
+        async with self.resources.session(writes=True) as session:
             refs = await outbox.sweep(
-                runner,
+                session,
                 self.settings.outbox_redispatch_seconds,
                 self.known_actors,
                 held=self._held if self.relay is not None else None,
             )
-        async with self.statements(transaction=False) as runner:
-            counts = await outbox.count_by_status(runner)
+            await session.commit()
+            counts = await outbox.count_by_status(session)
         metrics.record_outbox(counts)
         if refs and self.relay is not None:
             # Off the loop: a slow Redis costs the sweep's thread, never the loop's other jobs.

@@ -32,8 +32,6 @@ import dramatiq
 import structlog
 from sqlalchemy import (
     CTE,
-    ColumnElement,
-    Select,
     Table,
     and_,
     bindparam,
@@ -47,10 +45,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import UpdateBase
 
 from app.core.clock import utcnow
-from app.db.prepared import PreparedStatement, constant, prepared
+from app.db.prepared import PreparedStatement, constant
 from app.db.runner import StatementRunner
 from app.kit.outbox_models import OutboxJob
 
@@ -325,44 +322,8 @@ def _forget_after_rollback(session: Session) -> None:
 HeldCheck = Callable[[Sequence[JobRef], dict[str, datetime]], Awaitable[set[str]]]
 
 
-def _actor_names(known_actors: Collection[str]) -> list[ColumnElement[Any]]:
-    return [constant(name) for name in sorted(known_actors)]
-
-
-def _due_unsent(known_actors: Collection[str], dialect_name: str) -> Select[Any]:
-    """Due jobs of the known actors that nobody holds and the broker has not had recently."""
-    statement = (
-        select(_JOBS.c.id, _JOBS.c.actor, _JOBS.c.queue, _JOBS.c.available_at)
-        .where(
-            _JOBS.c.status == constant(PENDING),
-            _JOBS.c.actor.in_(_actor_names(known_actors)),
-            _JOBS.c.available_at <= bindparam("now"),
-            or_(_JOBS.c.dispatched_at.is_(None), _JOBS.c.dispatched_at <= bindparam("stale")),
-            or_(_JOBS.c.locked_until.is_(None), _JOBS.c.locked_until <= bindparam("now")),
-        )
-        .order_by(_JOBS.c.available_at)
-        .limit(constant(SWEEP_BATCH))
-    )
-    if dialect_name == "postgresql":
-        statement = statement.with_for_update(skip_locked=True)
-    return statement
-
-
-def _orphans_parked(known_actors: Collection[str]) -> UpdateBase:
-    return (
-        update(_JOBS)
-        .where(
-            _JOBS.c.status == constant(PENDING),
-            _JOBS.c.actor.not_in(_actor_names(known_actors)),
-            _JOBS.c.created_at <= bindparam("unknown_before"),
-        )
-        .values(status=constant(PARKED), last_error=constant("no worker declares this actor"))
-        .returning(_JOBS.c.id, _JOBS.c.actor)
-    )
-
-
 async def sweep(
-    runner: StatementRunner,
+    session: AsyncSession,
     redispatch_after: float,
     known_actors: Collection[str],
     held: HeldCheck | None = None,
@@ -378,29 +339,52 @@ async def sweep(
     job whose actor stays unknown for `UNKNOWN_ACTOR_GRACE` is parked (a newer worker that
     knows it, mid-way through a rolling deploy, sends it before then).
 
-    Prepared statements (a worker sweeps every `outbox_sweep_seconds`, busy or idle), in the
-    runner's transaction: the caller commits, then dispatches the returned jobs. On PostgreSQL
-    concurrent sweepers skip each other's rows (FOR UPDATE SKIP LOCKED).
+    The caller commits, then dispatches the returned jobs. On PostgreSQL concurrent sweepers
+    skip each other's rows (FOR UPDATE SKIP LOCKED).
     """
     now = utcnow()
-    actors = tuple(sorted(known_actors))
-    dialect_name = runner.dialect_name
-    due = prepared(
-        ("outbox_sweep_due", actors, dialect_name), lambda: _due_unsent(actors, dialect_name)
+    stale = now - timedelta(seconds=redispatch_after)
+    statement = (
+        select(OutboxJob.id, OutboxJob.actor, OutboxJob.queue, OutboxJob.available_at)
+        .where(
+            OutboxJob.status == PENDING,
+            OutboxJob.actor.in_(list(known_actors)),
+            OutboxJob.available_at <= now,
+            or_(OutboxJob.dispatched_at.is_(None), OutboxJob.dispatched_at <= stale),
+            or_(OutboxJob.locked_until.is_(None), OutboxJob.locked_until <= now),
+        )
+        .order_by(OutboxJob.available_at)
+        .limit(SWEEP_BATCH)
     )
-    rows = await runner.fetch(due, {"now": now, "stale": now - timedelta(seconds=redispatch_after)})
-    refs = [JobRef(row.id, row.actor, row.queue) for row in rows]
+    if session.get_bind().dialect.name == "postgresql":
+        statement = statement.with_for_update(skip_locked=True)
+    rows = (await session.execute(statement)).all()
+    refs = [JobRef(job_id, actor, queue) for job_id, actor, queue, _ in rows]
     waiting: set[str] = set()
     if refs and held is not None:
         try:
-            waiting = await held(refs, {row.id: row.available_at for row in rows})
+            waiting = await held(refs, {row[0]: row[3] for row in rows})
         except Exception:
             logger.warning("cannot tell which jobs the broker holds; sending none", exc_info=True)
             refs = []
-    await runner.execute_many(_MARK_SENT, [{"job_id": ref.id, "now": now} for ref in refs])
-    parked = prepared(("outbox_sweep_orphans", actors), lambda: _orphans_parked(actors))
-    for orphan in await runner.fetch(parked, {"unknown_before": now - UNKNOWN_ACTOR_GRACE}):
-        logger.error("job parked: unknown actor", job_id=orphan.id, actor=orphan.actor)
+    if refs:
+        await session.execute(
+            update(OutboxJob)
+            .where(OutboxJob.id.in_([ref.id for ref in refs]))
+            .values(dispatched_at=now)
+        )
+    orphans = await session.execute(
+        update(OutboxJob)
+        .where(
+            OutboxJob.status == PENDING,
+            OutboxJob.actor.not_in(list(known_actors)),
+            OutboxJob.created_at <= now - UNKNOWN_ACTOR_GRACE,
+        )
+        .values(status=PARKED, last_error="no worker declares this actor")
+        .returning(OutboxJob.id, OutboxJob.actor)
+    )
+    for job_id, actor in orphans.all():
+        logger.error("job parked: unknown actor", job_id=job_id, actor=actor)
     return [ref for ref in refs if ref.id not in waiting]
 
 
@@ -427,12 +411,6 @@ class ClaimedJob:
 
 
 _JOBS = cast(Table, OutboxJob.__table__)
-_MARK_SENT = PreparedStatement(
-    update(_JOBS).where(_JOBS.c.id == bindparam("job_id")).values(dispatched_at=bindparam("now"))
-)
-_COUNT_BY_STATUS = PreparedStatement(
-    select(_JOBS.c.status, func.count().label("jobs")).group_by(_JOBS.c.status)
-)
 _HELD_BY_RUN = and_(_JOBS.c.id == bindparam("job_id"), _JOBS.c.claim_token == bindparam("token"))
 # The worker's statements, built once and run by a StatementRunner (app/db/runner.py): on the
 # driver on PostgreSQL, through the session elsewhere.
@@ -585,8 +563,9 @@ async def park(runner: StatementRunner, job_id: str, token: str, reason: str) ->
     await runner.execute(_PARK, params)
 
 
-async def count_by_status(runner: StatementRunner) -> dict[str, int]:
+async def count_by_status(session: AsyncSession) -> dict[str, int]:
     """Jobs waiting (pending) and parked, for the queue-depth gauges."""
+    rows = await session.execute(select(OutboxJob.status, func.count()).group_by(OutboxJob.status))
     counts = {PENDING: 0, PARKED: 0}
-    counts.update({row.status: int(row.jobs) for row in await runner.fetch(_COUNT_BY_STATUS, {})})
+    counts.update({status: int(count) for status, count in rows.all()})
     return counts
