@@ -28,9 +28,9 @@ from openai._vendor.httpx_aiohttp import AiohttpTransport
 from app.core.tls import client_tls_context
 from app.kit.errors import InvalidInput
 from app.webhooks.ssrf import (
-    GuardedResolver,
     Resolver,
     check_url_form,
+    guarded_connector,
     resolve_public_addresses,
     system_resolver,
 )
@@ -77,12 +77,12 @@ def guarded_transport(
 
     def guarded_session() -> aiohttp.ClientSession:
         """Made by the transport on its first request, inside the loop that uses it."""
-        connector = aiohttp.TCPConnector(
-            resolver=GuardedResolver(allow_private=allow_private, resolver=resolver),
-            use_dns_cache=False,  # every new connection is judged by its own lookup
+        connector = guarded_connector(
+            allow_private=allow_private,
             limit=MAX_CONNECTIONS,
-            keepalive_timeout=KEEPALIVE_SECONDS,
+            keepalive_seconds=KEEPALIVE_SECONDS,
             ssl=client_tls_context(),
+            resolver=resolver,
         )
         # No environment proxy: a proxy would resolve the host itself, undoing the guard.
         return aiohttp.ClientSession(connector=connector, trust_env=False)
@@ -100,6 +100,8 @@ def guarded_transport(
                 self._inner = http.AsyncHTTPTransport(verify=client_tls_context(), limits=limits)
 
         async def handle_async_request(self, request: Any) -> Any:
+            for name in drop_headers:
+                request.headers.pop(name, None)
             try:
                 if self._via is not None:
                     response = await self._over_aiohttp(request)
@@ -113,8 +115,6 @@ def guarded_transport(
         async def _over_aiohttp(self, request: Any) -> Any:
             """The URL's form judged now; a new connection's addresses by its own lookup."""
             check_url_form(str(request.url), allow_private)
-            for name in drop_headers:
-                request.headers.pop(name, None)
             return await self._via.handle_async_request(request)
 
         async def _checked(self, request: Any) -> Any:
@@ -122,8 +122,6 @@ def guarded_transport(
             targets = await resolve_public_addresses(
                 str(request.url), allow_private=allow_private, resolver=resolver
             )
-            for name in drop_headers:
-                request.headers.pop(name, None)
             if targets:  # connect to the checked address; Host was set from the URL already
                 target = targets[0]
                 if request.url.scheme == "https":

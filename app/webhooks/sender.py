@@ -77,20 +77,20 @@ class WebhookSender:
     ) -> None:
         self.allow_private = allow_private
         self.timeout_seconds = timeout_seconds
-        self._resolver = ssrf.GuardedResolver(
-            allow_private=allow_private, resolver=resolver, is_forbidden=is_forbidden
-        )
+        self._resolver = resolver
+        self._is_forbidden = is_forbidden
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(
-                resolver=self._resolver,
-                use_dns_cache=False,  # every new connection is judged by its own lookup
+            connector = ssrf.guarded_connector(
+                allow_private=self.allow_private,
                 limit=MAX_CONNECTIONS,
-                keepalive_timeout=KEEPALIVE_SECONDS,
+                keepalive_seconds=KEEPALIVE_SECONDS,
                 ssl=self._ssl,
+                resolver=self._resolver,
+                is_forbidden=self._is_forbidden,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,

@@ -42,7 +42,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
+from typing import Any
 
+import aiohttp
 import httpx
 import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -313,3 +315,26 @@ class GuardedResolver(AbstractResolver):
 
     async def close(self) -> None:
         return None
+
+
+def guarded_connector(
+    *,
+    allow_private: bool,
+    limit: int,
+    keepalive_seconds: float,
+    ssl: Any,
+    resolver: Resolver = system_resolver,
+    is_forbidden: AddressJudge = is_forbidden_address,
+) -> aiohttp.TCPConnector:
+    """An aiohttp connector whose only resolver is the guard: every new connection's addresses
+    are judged in the lookup that opens it (no DNS cache). Pair it with `trust_env=False` on
+    the session: a proxy would resolve the host itself, undoing the guard."""
+    return aiohttp.TCPConnector(
+        resolver=GuardedResolver(
+            allow_private=allow_private, resolver=resolver, is_forbidden=is_forbidden
+        ),
+        use_dns_cache=False,
+        limit=limit,
+        keepalive_timeout=keepalive_seconds,
+        ssl=ssl,
+    )
