@@ -228,21 +228,49 @@ class PreparedStatement:
 class _Driver:
     connection: Any
     dialect: Dialect
+    # The session's transaction the connection was found in: a session keeps one connection
+    # until its transaction ends, so the next statement of the same one reuses it.
+    transaction: Any
+
+
+_DRIVER = "switchboard.prepared_driver"
 
 
 async def _driver_of(session: AsyncSession) -> _Driver | None:
     """The asyncpg connection of a session marked to run prepared statements on it (in its
     transaction), or None."""
-    if not session.info.get(ON_DRIVER):
+    info = session.info
+    if not info.get(ON_DRIVER):
         return None
-    connection = await session.connection()
-    if connection.dialect.driver != "asyncpg":
-        return None
+    transaction = session.sync_session.get_transaction()
+    driver: _Driver | None = info.get(_DRIVER)
+    if transaction is None or driver is None or driver.transaction is not transaction:
+        # Found once per transaction: each look-up is two greenlet switches into the ORM.
+        connection = await session.connection()
+        if connection.dialect.driver != "asyncpg":
+            return None
+        raw = await connection.get_raw_connection()
+        await _begun(raw.dbapi_connection)
+        driver = _Driver(
+            raw.driver_connection, connection.dialect, session.sync_session.get_transaction()
+        )
+        info[_DRIVER] = driver
     if session.autoflush and (session.new or session.dirty or session.deleted):
         # As the ORM would before a query: the statement sees the session's pending writes.
         await session.flush()
-    raw = await connection.get_raw_connection()
-    return _Driver(raw.driver_connection, connection.dialect)
+    return driver
+
+
+async def _begun(adapter: Any) -> None:
+    """Open the connection's database transaction now. SQLAlchemy's asyncpg adapter sends
+    BEGIN lazily, with its own first statement: a statement sent on the driver before any
+    went through SQLAlchemy ran outside the session's transaction (a `FOR UPDATE` lock let
+    go at once, a write committed whatever the session did next)."""
+    if adapter._transaction is not None:
+        return
+    async with adapter._execute_mutex:
+        if adapter._transaction is None:
+            await adapter._start_transaction()  # nothing in autocommit mode
 
 
 _CHECK_DIALECT = asyncpg_dialect.dialect()  # type: ignore[no-untyped-call]

@@ -7,10 +7,11 @@ import uuid
 
 import pytest
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import StatementError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
+from app.core.clock import utcnow
 from app.db.prepared import (
     ON_DRIVER,
     PreparedStatement,
@@ -19,6 +20,7 @@ from app.db.prepared import (
     prepared,
 )
 from app.kit.outbox_models import OutboxJob
+from app.organizations.models import Organization
 from app.organizations.service import create_organization
 
 
@@ -81,3 +83,73 @@ async def test_one_statement_serves_each_organization_its_own_rows(
         with pytest.raises((KeyError, StatementError), match="org_id"):
             await read.all(session, {})
         await session.rollback()
+
+
+async def test_each_transaction_of_a_session_runs_its_statements_on_its_own_connection(
+    engine: AsyncEngine,
+) -> None:
+    """The driver connection found in one transaction is never used after it ends: a write
+    in the next transaction is undone by that transaction's rollback."""
+    rename = PreparedStatement(
+        update(Organization)
+        .where(Organization.id == bindparam("org_id"))
+        .values(name=bindparam("name"), updated_at=bindparam("now"))
+    )
+    read = PreparedStatement(
+        select(Organization.name).where(Organization.id == bindparam("org_id"))
+    )
+
+    async def name_of(session: AsyncSession, organization_id: str) -> str:
+        row = await read.first(session, {"org_id": organization_id})
+        assert row is not None
+        return str(row.name)
+
+    async with AsyncSession(engine, expire_on_commit=False) as session:
+        session.info[ON_DRIVER] = True
+        org_id = (await create_organization(session, "First")).id
+        await session.commit()
+        try:
+            now = utcnow()
+            await rename.execute(session, {"org_id": org_id, "name": "Kept", "now": now})
+            await session.commit()
+            await rename.execute(session, {"org_id": org_id, "name": "Undone", "now": now})
+            assert await name_of(session, org_id) == "Undone"
+            await session.rollback()
+            assert await name_of(session, org_id) == "Kept"
+            await session.rollback()
+        finally:
+            await session.delete(await session.get(Organization, org_id))
+            await session.commit()
+
+
+async def test_a_lock_taken_by_the_first_statement_on_the_driver_is_held_until_commit(
+    engine: AsyncEngine,
+) -> None:
+    locked = PreparedStatement(
+        select(Organization.name).where(Organization.id == bindparam("org_id")).with_for_update()
+    )
+    async with AsyncSession(engine, expire_on_commit=False) as setup:
+        org_id = (await create_organization(setup, "Locked")).id
+        await setup.commit()
+    try:
+        async with AsyncSession(engine) as holder, AsyncSession(engine) as other:
+            holder.info[ON_DRIVER] = True
+            assert await locked.first(holder, {"org_id": org_id}) is not None
+            if engine.dialect.name == "postgresql":  # SQLite has one writer and no row locks
+                with pytest.raises(DBAPIError, match="could not obtain lock"):
+                    await other.execute(
+                        select(Organization.id)
+                        .where(Organization.id == org_id)
+                        .with_for_update(nowait=True)
+                    )
+                await other.rollback()
+            await holder.commit()
+            # Released with the holder's commit.
+            assert await other.scalar(
+                select(Organization.id).where(Organization.id == org_id).with_for_update()
+            )
+            await other.rollback()
+    finally:
+        async with AsyncSession(engine) as cleanup:
+            await cleanup.delete(await cleanup.get(Organization, org_id))
+            await cleanup.commit()
