@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 import structlog
+from sqlalchemy import inspect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -35,6 +36,7 @@ from app.conversations.repository import MessageRepository, message_by_platform_
 from app.conversations.schemas import MessageSend, message_to_public
 from app.core.clock import utcnow
 from app.core.ids import normalize_id
+from app.db.prepared import insert_object
 from app.events.service import emit
 from app.inbox import service as inbox
 from app.inbox.schemas import TicketCreate
@@ -383,8 +385,8 @@ async def send_message(
         status=MessageStatus.PENDING.value,
         agent_id=agent_id,
     )
-    session.add(message)
     if locked_ticket is None:
+        session.add(message)
         await session.flush()
     token = channels.access_token_of(channel, channels.access_token_box(resources.secret_key))
     async with platform_for(
@@ -429,7 +431,10 @@ async def _recorded(
     emitted: list[tuple[str, dict[str, Any]]] | None,
 ) -> None:
     """The sent (or failed) message written, and its event emitted or handed to the caller."""
-    await session.flush()
+    if inspect(message).transient:  # written once, now (`locked_ticket`): no unit of work
+        await insert_object(session, message)
+    else:
+        await session.flush()
     if emitted is None:
         await emit(session, message, event_type, message_to_public(message))
     else:

@@ -29,12 +29,16 @@ from threading import Lock
 from typing import Any, Protocol
 
 from sqlalchemy import (
+    Column,
     ColumnElement,
     Integer,
     Select,
     String,
     TextualSelect,
+    bindparam,
     false,
+    insert,
+    inspect,
     literal_column,
     null,
     true,
@@ -43,6 +47,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg as asyncpg_dialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Mapper, make_transient_to_detached
 from sqlalchemy.sql.dml import UpdateBase
 from sqlalchemy.sql.elements import _anonymous_label
 
@@ -326,3 +331,72 @@ def prepared(
                 raise RuntimeError("too many prepared statement shapes: is a key built from input?")
             found = _shapes[shape] = PreparedStatement(build())
         return found
+
+
+class _DefaultContext:
+    """What a Python-side column default reads of the row being inserted (SQLAlchemy's
+    execution context offers the same `get_current_parameters`)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def get_current_parameters(self) -> dict[str, Any]:
+        return self.values
+
+
+@dataclass(frozen=True, slots=True)
+class _ObjectInsert:
+    statement: PreparedStatement
+    # Each column of the table with the mapped attribute that holds its value.
+    columns: tuple[tuple[Column[Any], str], ...]
+
+
+_object_inserts: dict[Mapper[Any], _ObjectInsert] = {}
+
+
+def _object_insert(mapper: Mapper[Any]) -> _ObjectInsert:
+    found = _object_inserts.get(mapper)
+    if found is None:
+        table: Any = mapper.local_table
+        columns = tuple(
+            (column, mapper.get_property_by_column(column).key) for column in table.columns
+        )
+        statement = PreparedStatement(
+            insert(table).values({column.name: bindparam(column.name) for column, _ in columns})
+        )
+        found = _object_inserts[mapper] = _ObjectInsert(statement, columns)
+    return found
+
+
+async def insert_object(session: AsyncSession, instance: object) -> None:
+    """Write a new mapped object with one prepared INSERT instead of a flush: the unit of
+    work cost about twice the statement's own CPU for one object (~430 against ~240 µs,
+    docs/benchmarks.md). Python-side column defaults are filled in table order, as a flush
+    fills them; every column's value is set on the object, which then joins the session as
+    persistent (a later change flushes as an UPDATE). A column with only a server-side
+    default must be given; relationships are not written."""
+    state: Any = inspect(instance)
+    if not state.transient:
+        raise ValueError("insert_object writes a new object only (it is already in a session)")
+    plan = _object_insert(state.mapper)
+    given = state.dict
+    values: dict[str, Any] = {}
+    for column, key in plan.columns:
+        if key in given:
+            value = given[key]
+        elif column.default is not None and column.default.is_scalar:
+            value = column.default.arg  # type: ignore[attr-defined]
+        elif column.default is not None and column.default.is_callable:
+            value = column.default.arg(_DefaultContext(values))  # type: ignore[attr-defined]
+        elif column.default is None and column.server_default is None:
+            value = None
+        else:
+            raise ValueError(f"insert_object: give {key} (its default is computed by SQL)")
+        values[column.name] = value
+        if key not in given:
+            setattr(instance, key, value)
+    await plan.statement.execute(session, values)
+    make_transient_to_detached(instance)
+    session.add(instance)

@@ -6,17 +6,19 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, inspect, select, update
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.contacts.models import Contact
+from app.conversations.models import Message
 from app.core.clock import utcnow
 from app.db.prepared import (
     ON_DRIVER,
     PreparedStatement,
     ValueInPreparedStatement,
     constant,
+    insert_object,
     prepared,
 )
 from app.kit.outbox_models import OutboxJob
@@ -83,6 +85,42 @@ async def test_one_statement_serves_each_organization_its_own_rows(
         with pytest.raises((KeyError, StatementError), match="org_id"):
             await read.all(session, {})
         await session.rollback()
+
+
+@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
+async def test_insert_object_writes_a_new_object_as_a_flush_would(
+    sessionmaker: async_sessionmaker[AsyncSession], on_driver: bool
+) -> None:
+    async with sessionmaker() as session:
+        session.info[ON_DRIVER] = on_driver
+        organization = await create_organization(session, "First")
+        contact = Contact(organization_id=organization.id, phone_number="+14155550100", name="Ada")
+        await insert_object(session, contact)
+        # The Python-side defaults, filled as a flush fills them: one clock reading for both.
+        assert contact.id
+        assert (contact.tags, contact.notes) == ([], None)
+        assert contact.created_at == contact.updated_at
+        assert inspect(contact).persistent
+        assert not session.new
+        contact.name = "Grace"
+        await session.flush()  # an UPDATE of the row written, not a second INSERT
+        with pytest.raises(ValueError, match="new object"):
+            await insert_object(session, contact)
+        session.expunge_all()
+        stored = await session.get(Contact, contact.id)
+        assert stored is not None
+        assert (stored.name, stored.tags, stored.created_at) == ("Grace", [], contact.created_at)
+
+
+async def test_insert_object_refuses_to_guess_a_server_side_default(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> None:
+    async with sessionmaker() as session:
+        # `livemode` has only a server default: leaving it out must not write NULL.
+        message = Message(organization_id="o", ticket_id="t", direction="outbound", kind="text")
+        message.status = "pending"
+        with pytest.raises(ValueError, match="livemode"):
+            await insert_object(session, message)
 
 
 async def test_each_transaction_of_a_session_runs_its_statements_on_its_own_connection(
