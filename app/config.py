@@ -29,6 +29,8 @@ MIN_SECRET_LENGTH = 32
 JOB_LEASE_MARGIN_SECONDS = 2.0
 # What a stopping worker process may take beyond its jobs' grace and the webhook timeout.
 WORKER_STOP_MARGIN = 15.0
+# The event loop kinds a worker process can run its jobs on (workers/broker.py).
+EventLoopKind = Literal["uvloop", "asyncio"]
 
 
 def _create_secret_file(path: Path, key: str) -> None:
@@ -149,6 +151,9 @@ class Settings(BaseSettings):
     # consumer idling between fetches.
     worker_prefetch: int = Field(default=64, ge=1)
     worker_threads: int = Field(default=4, ge=1)
+    # The event loop a worker process runs its jobs on: uvloop's (libuv, its transports in C:
+    # 9 % fewer instructions per AI reply, docs/benchmarks.md) or asyncio's own.
+    worker_event_loop: EventLoopKind = "uvloop"
     # A stopping `switchboard worker` process waits this long for its running jobs (Dramatiq's
     # --worker-shutdown-timeout), then closes; whatever happens it ends within
     # `worker_stop_deadline_seconds` of the signal (workers/stopping.py).

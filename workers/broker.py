@@ -7,16 +7,21 @@ from Redis.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dramatiq
 import redis
+import uvloop
+from dramatiq.asyncio import EventLoopThread, set_event_loop_thread
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import AsyncIO, CurrentMessage
 
 import app.tables  # noqa: F401  (every table is known, so foreign keys resolve)
-from app.config import Settings
+from app.config import EventLoopKind, Settings
 from app.kit import outbox
 from workers.jobs import collect_tasks, declare_actors
 from workers.runtime import JobRuntime
@@ -25,10 +30,43 @@ NAMESPACE = "switchboard"
 DEFAULT_TIMEOUT_SECONDS = 2.0
 
 
+_LOOP_FACTORIES: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+class _JobLoopThread(EventLoopThread):
+    """Dramatiq's event loop thread, on the loop `factory` makes."""
+
+    def __init__(
+        self, logger: logging.Logger, factory: Callable[[], asyncio.AbstractEventLoop]
+    ) -> None:
+        super().__init__(logger)
+        self.loop.close()  # the policy's default loop, never run
+        self.loop = factory()
+
+
+class JobEventLoop(AsyncIO):
+    """Dramatiq's AsyncIO middleware (async actors run on one event loop thread), with that
+    loop chosen by SWITCHBOARD_WORKER_EVENT_LOOP."""
+
+    def __init__(self, kind: EventLoopKind = "uvloop") -> None:
+        super().__init__()
+        self.factory = _LOOP_FACTORIES[kind]
+
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        thread = _JobLoopThread(self.logger, self.factory)
+        thread.start(timeout=1.0)
+        set_event_loop_thread(thread)
+
+
 def build_broker(
-    redis_url: str | None, timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    redis_url: str | None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    event_loop: EventLoopKind = "uvloop",
 ) -> dramatiq.Broker:
-    """A bare broker with AsyncIO middleware (actors may be `async def`).
+    """A bare broker whose async actors run on one event loop of `event_loop`'s kind.
 
     On Redis every command is bounded by `timeout_seconds` (SWITCHBOARD_BROKER_TIMEOUT_SECONDS),
     so a Redis that stops answering costs a relay or a sweep that long, never a hang."""
@@ -41,14 +79,16 @@ def build_broker(
     else:
         broker = StubBroker()
         broker.emit_after("process_boot")
-    broker.add_middleware(AsyncIO())
+    broker.add_middleware(JobEventLoop(event_loop))
     broker.add_middleware(CurrentMessage())
     return broker
 
 
 def build_job_engine(settings: Settings) -> tuple[dramatiq.Broker, JobRuntime]:
     """The broker with the job runtime and every domain's tasks declared on it."""
-    broker = build_broker(settings.redis_url, settings.broker_timeout_seconds)
+    broker = build_broker(
+        settings.redis_url, settings.broker_timeout_seconds, settings.worker_event_loop
+    )
     tasks = collect_tasks()
     relay = outbox.BrokerRelay(broker, getattr(broker, "client", None))
     runtime = JobRuntime(settings, tasks, relay)

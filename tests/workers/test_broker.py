@@ -25,13 +25,15 @@ def test_without_redis_the_broker_is_in_process() -> None:
     assert isinstance(build_broker(None), StubBroker)
 
 
-def _round_trip(broker: dramatiq.Broker) -> list[str]:
+def _round_trip(broker: dramatiq.Broker, loops: list[str] | None = None) -> list[str]:
     received: list[str] = []
     done = threading.Event()
     queue = f"test-{uuid.uuid4().hex[:8]}"
 
     async def record(value: str) -> None:
         await asyncio.sleep(0)  # runs on the AsyncIO middleware's event loop
+        if loops is not None:
+            loops.append(type(asyncio.get_running_loop()).__module__)
         received.append(value)
         done.set()
 
@@ -52,6 +54,30 @@ def test_in_process_worker_runs_async_actors() -> None:
         assert _round_trip(broker) == ["hello"]
     finally:
         broker.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "loop_module"), [(None, "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")]
+)
+def test_jobs_run_on_the_event_loop_the_setting_names(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None, loop_module: str
+) -> None:
+    if setting is not None:
+        monkeypatch.setenv("SWITCHBOARD_WORKER_EVENT_LOOP", setting)
+    settings = make_settings_for_broker()
+    broker = build_broker(None, event_loop=settings.worker_event_loop)
+    loops: list[str] = []
+    try:
+        assert _round_trip(broker, loops) == ["hello"]
+    finally:
+        broker.close()
+    assert [module.split(".")[0] for module in loops] == [loop_module]
+
+
+def test_an_unknown_event_loop_is_refused_at_startup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_WORKER_EVENT_LOOP", "trio")
+    with pytest.raises(ValueError, match="worker_event_loop"):
+        make_settings_for_broker()
 
 
 def test_redis_broker_round_trip() -> None:
