@@ -368,6 +368,23 @@ def test_the_serializer_writes_what_orjson_refuses_in_the_same_format() -> None:
     assert loads('{"n": -9223372036854775809}') == {"n": -9223372036854775809}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"note": "caf\u00e9 \u2603", "n": 123456789012345678901234567890}',
+        '{"before": "' + "9" * 18 + '", "n": [1, 2, 98765432109876543210]}',
+        '["\\ud83d\\ude00", "\U0001f600", 18446744073709551616]',
+        "1" * 40,
+    ],
+)
+def test_an_integer_past_64_bits_reads_exact_wherever_it_is_in_the_text(text: str) -> None:
+    expected = json.loads(text)
+    assert loads(text) == expected
+    assert loads(text.encode()) == expected
+    assert loads(memoryview(text.encode())) == expected
+    assert repr(loads(text)) == repr(expected)  # integers, never floats
+
+
 # --------------------------------------------------------------------------- silent changes
 
 
