@@ -4,6 +4,7 @@ sent (or not); and the MCP client against an MCP server built with the SDK, both
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -330,9 +331,9 @@ class Answering:
         self.answer = answer
         self.posts: list[tuple[str, dict[str, object]]] = []
 
-    async def post(self, path: str, *, body: dict[str, object], cast_to: type) -> object:
+    async def post(self, path: str, *, content: bytes, cast_to: type) -> object:
         assert cast_to is object  # the JSON as sent, no typed layer
-        self.posts.append((path, body))
+        self.posts.append((path, json.loads(content)))  # the body, encoded once by the engine
         return self.answer
 
 
