@@ -159,9 +159,10 @@ class Settings(BaseSettings):
     # `worker_stop_deadline_seconds` of the signal (workers/stopping.py).
     worker_shutdown_seconds: float = Field(default=30.0, gt=0)
     # Jobs a worker process runs at once on its own event loop: detached jobs (webhook
-    # attempts, which hold no worker thread) and the deliveries a fan-out of this process
-    # created (started straight away, no broker round trip; beyond the room, through the
-    # broker). A worker thread that takes a detached job waits while the room is full.
+    # attempts and AI replies, which hold no worker thread) and the deliveries a fan-out of
+    # this process created (started straight away, no broker round trip; beyond the room,
+    # through the broker). A worker thread that takes a detached job waits while the room is
+    # full.
     worker_local_jobs: int = Field(default=64, ge=1)
     # Fair delivery (app/webhooks/sender.py EndpointGate): attempts in flight per endpoint and
     # worker process; failures in a row that open an endpoint's circuit, and for how long.

@@ -78,4 +78,5 @@ def _seconds(exc: ConversationLimitReached | ReplyLimitReached) -> timedelta:
     return timedelta(seconds=float(exc.retry_after))
 
 
-TASKS = (Task(REPLY_ACTOR, ENGINE_QUEUE, reply),)
+# Detached: the model call may take seconds; the reply holds no worker thread meanwhile.
+TASKS = (Task(REPLY_ACTOR, ENGINE_QUEUE, reply, detached=True),)
