@@ -38,6 +38,7 @@ SAMPLES: dict[str, Any] = {
     "log_level": "debug",
     "knowledge_upload_rate_limit": "5/m",
     "embeddings_provider": "openai",
+    "worker_event_loop": "asyncio",
     "embeddings_model_path": Path("/srv/models/minilm"),
     "ai_replies_per_minute": "90/m",
     "llm_prices": '{"openai/gpt-4o": [2.5, 10]}',
