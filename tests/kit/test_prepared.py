@@ -4,6 +4,7 @@ can never be served to another organization."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import bindparam, inspect, select, update
@@ -58,58 +59,62 @@ def test_constants_only_take_plain_text() -> None:
         constant("x'; DROP TABLE contacts; --")
 
 
-@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
+@pytest.fixture(params=[True, False], ids=["driver", "sqlalchemy"])
+async def marked_session(
+    request: pytest.FixtureRequest, sessionmaker: async_sessionmaker[AsyncSession]
+) -> AsyncIterator[AsyncSession]:
+    """A session marked to run prepared statements on its driver, as Resources.session marks
+    its sessions on PostgreSQL (SQLite ignores the mark), or not marked."""
+    async with sessionmaker() as session:
+        session.info[ON_DRIVER] = request.param
+        yield session
+
+
 async def test_one_statement_serves_each_organization_its_own_rows(
-    sessionmaker: async_sessionmaker[AsyncSession], on_driver: bool
+    marked_session: AsyncSession,
 ) -> None:
-    async with sessionmaker() as session:
-        # As Resources.session marks its sessions on PostgreSQL (SQLite ignores the mark).
-        session.info[ON_DRIVER] = on_driver
-        first = await create_organization(session, "First")
-        second = await create_organization(session, "Second")
-        for organization, name in ((first, "Ada"), (second, "Grace")):
-            session.add(
-                Contact(organization_id=organization.id, phone_number="+14155550100", name=name)
-            )
-        await session.flush()
-        read = prepared(
-            ("test_prepared", "names"),
-            lambda: select(Contact.name).where(
-                Contact.organization_id == bindparam("org_id"),
-                Contact.phone_number == constant("+14155550100"),
-            ),
+    first = await create_organization(marked_session, "First")
+    second = await create_organization(marked_session, "Second")
+    for organization, name in ((first, "Ada"), (second, "Grace")):
+        marked_session.add(
+            Contact(organization_id=organization.id, phone_number="+14155550100", name=name)
         )
-        assert [row.name for row in await read.all(session, {"org_id": first.id})] == ["Ada"]
-        assert [row.name for row in await read.all(session, {"org_id": second.id})] == ["Grace"]
-        # A missing value is an error, never a default.
-        with pytest.raises((KeyError, StatementError), match="org_id"):
-            await read.all(session, {})
-        await session.rollback()
+    await marked_session.flush()
+    read = prepared(
+        ("test_prepared", "names"),
+        lambda: select(Contact.name).where(
+            Contact.organization_id == bindparam("org_id"),
+            Contact.phone_number == constant("+14155550100"),
+        ),
+    )
+    assert [row.name for row in await read.all(marked_session, {"org_id": first.id})] == ["Ada"]
+    assert [row.name for row in await read.all(marked_session, {"org_id": second.id})] == ["Grace"]
+    # A missing value is an error, never a default.
+    with pytest.raises((KeyError, StatementError), match="org_id"):
+        await read.all(marked_session, {})
+    await marked_session.rollback()
 
 
-@pytest.mark.parametrize("on_driver", [True, False], ids=["driver", "sqlalchemy"])
 async def test_insert_object_writes_a_new_object_as_a_flush_would(
-    sessionmaker: async_sessionmaker[AsyncSession], on_driver: bool
+    marked_session: AsyncSession,
 ) -> None:
-    async with sessionmaker() as session:
-        session.info[ON_DRIVER] = on_driver
-        organization = await create_organization(session, "First")
-        contact = Contact(organization_id=organization.id, phone_number="+14155550100", name="Ada")
-        await insert_object(session, contact)
-        # The Python-side defaults, filled as a flush fills them: one clock reading for both.
-        assert contact.id
-        assert (contact.tags, contact.notes) == ([], None)
-        assert contact.created_at == contact.updated_at
-        assert inspect(contact).persistent
-        assert not session.new
-        contact.name = "Grace"
-        await session.flush()  # an UPDATE of the row written, not a second INSERT
-        with pytest.raises(ValueError, match="new object"):
-            await insert_object(session, contact)
-        session.expunge_all()
-        stored = await session.get(Contact, contact.id)
-        assert stored is not None
-        assert (stored.name, stored.tags, stored.created_at) == ("Grace", [], contact.created_at)
+    organization = await create_organization(marked_session, "First")
+    contact = Contact(organization_id=organization.id, phone_number="+14155550100", name="Ada")
+    await insert_object(marked_session, contact)
+    # The Python-side defaults, filled as a flush fills them: one clock reading for both.
+    assert contact.id
+    assert (contact.tags, contact.notes) == ([], None)
+    assert contact.created_at == contact.updated_at
+    assert inspect(contact).persistent
+    assert not marked_session.new
+    contact.name = "Grace"
+    await marked_session.flush()  # an UPDATE of the row written, not a second INSERT
+    with pytest.raises(ValueError, match="new object"):
+        await insert_object(marked_session, contact)
+    marked_session.expunge_all()
+    stored = await marked_session.get(Contact, contact.id)
+    assert stored is not None
+    assert (stored.name, stored.tags, stored.created_at) == ("Grace", [], contact.created_at)
 
 
 async def test_insert_object_refuses_to_guess_a_server_side_default(
