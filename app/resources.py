@@ -17,7 +17,7 @@ from app.access.cache import CredentialCache, RevocationListener
 from app.access.failures import FailedAuthentications
 from app.config import Settings
 from app.db.engine import create_engine, create_sessionmaker, sqlite_file
-from app.db.prepared import ON_DRIVER, READ_POOL, ReadPool
+from app.db.prepared import ON_DRIVER, READ_POOL, READS_ONLY, ReadPool
 from app.db.runner import DriverPool, driver_dsn
 from app.db.sqlite_reads import SqliteReadPool
 from app.kit.event_stream import (
@@ -273,7 +273,7 @@ class _ReadSession:
             if resources.read_pool is not None:
                 resources.read_pool.attach(session)
             elif resources.prepared_on_driver:
-                session.info[ON_DRIVER] = True
+                session.info[ON_DRIVER] = READS_ONLY
         self.session = session
         return session
 

@@ -60,6 +60,9 @@ _MAX_SHAPES = 4096
 # mark of a session whose prepared statements run on its own asyncpg connection.
 READ_POOL = "switchboard.read_pool"
 ON_DRIVER = "switchboard.prepared_on_driver"
+# The mark's value for a read-only session: its driver statements need no transaction (each
+# reads the last committed state, as the read pool's do), so none is opened for them.
+READS_ONLY = "reads-only"
 
 
 class ReadPool(Protocol):
@@ -245,7 +248,8 @@ async def _driver_of(session: AsyncSession) -> _Driver | None:
     """The asyncpg connection of a session marked to run prepared statements on it (in its
     transaction), or None."""
     info = session.info
-    if not info.get(ON_DRIVER):
+    mark = info.get(ON_DRIVER)
+    if not mark:
         return None
     transaction = session.sync_session.get_transaction()
     driver: _Driver | None = info.get(_DRIVER)
@@ -255,7 +259,8 @@ async def _driver_of(session: AsyncSession) -> _Driver | None:
         if connection.dialect.driver != "asyncpg":
             return None
         raw = await connection.get_raw_connection()
-        await _begun(raw.dbapi_connection)
+        if mark != READS_ONLY:
+            await _begun(raw.dbapi_connection)
         driver = _Driver(
             raw.driver_connection, connection.dialect, session.sync_session.get_transaction()
         )
