@@ -9,12 +9,14 @@ arriving, and waits while the burst window is open.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime, timedelta
 
 from app.agent_tests.service import ENGINE_QUEUE
 from app.ai_replies import service
 from app.ai_replies.service import REPLY_ACTOR, Silent, Turn, Wait
+from app.config import Settings
 from app.core.clock import utcnow
 from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
@@ -24,6 +26,15 @@ from app.webhooks import tasks as webhook_jobs
 
 # A conversation that finds every AI slot of its organization taken tries again this later.
 BUSY_RETRY = timedelta(seconds=5)
+
+
+def open_delivery_slots(settings: Settings) -> asyncio.Semaphore:
+    """Replies sending and recording at once in this process. A reply is detached (its model
+    call holds no worker thread), but its delivery holds a connection of the shared database
+    pool, through a paced send of up to `send_max_wait_seconds`: a thread's worth of them at
+    once, as when replies ran on the threads, so one tenant's throttled channel never takes
+    the pool every other job needs."""
+    return asyncio.Semaphore(settings.worker_threads)
 
 
 async def reply(job: JobContext) -> datetime | None:
@@ -50,7 +61,10 @@ async def reply(job: JobContext) -> datetime | None:
     except Exception:
         await _give_back(job, claimed, None)
         raise
-    async with resources.session(writes=True) as session:
+    async with (
+        job.runtime.shared(open_delivery_slots),
+        resources.session(writes=True) as session,
+    ):
         delivered = await service.deliver(session, resources, claimed, result)
         await job.settle(session, delivered.again)
         await session.commit()

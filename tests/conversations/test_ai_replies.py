@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.ai_replies import repository
+from app.ai_replies import repository, service
 from app.ai_replies.models import AiReplyState
 from app.ai_replies.service import REPLY_ACTOR, reply_job_id
 from app.ai_replies.tasks import reply
@@ -267,6 +267,33 @@ async def test_a_replys_events_reach_the_webhooks_from_its_own_transaction(
     [generated] = await chat.events("ai.reply.generated")
     assert generated["ticket_id"] == ticket_id
     assert len(receiver.of_type("message.sent")) == 1  # delivered once
+
+
+async def test_replies_deliver_a_worker_threads_worth_at_once(
+    engine: Engine, providers: tuple[FakeProviders, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replies are detached, but each delivery holds a database connection (through a paced
+    send): at most `worker_threads` of them run at once, whatever the number of replies."""
+    deliver = service.deliver
+    running = most = 0
+
+    async def slow_deliver(*args: Any, **kwargs: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            await asyncio.sleep(0.2)  # a slow send, its transaction open
+            return await deliver(*args, **kwargs)
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(service, "deliver", slow_deliver)
+    chats = [await open_chat(engine, providers) for _ in range(engine.settings.worker_threads + 2)]
+    for chat in chats:
+        await chat.say("Hello there")
+    for chat in chats:
+        await chat.wait_replies(await chat.ticket_id(), 1)
+    assert 1 <= most <= engine.settings.worker_threads
 
 
 async def test_a_message_stored_after_the_claim_waits_for_the_next_reply(
