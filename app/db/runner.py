@@ -24,7 +24,7 @@ from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.jsonutil import loads_text
-from app.db.prepared import READ_POOL, PreparedStatement
+from app.db.prepared import ON_DRIVER, READ_POOL, PreparedStatement
 
 # How long a shutdown waits for the pool's connections to come back.
 CLOSE_SECONDS = 10.0
@@ -51,14 +51,17 @@ class SessionRunner:
     """Statements through an ORM session: in its transaction, committed by its owner (on its
     asyncpg connection where the session runs prepared statements there)."""
 
-    # Never, PostgreSQL included (SWITCHBOARD_PREPARED_ON_DRIVER=false): through SQLAlchemy,
-    # a parameter named like a column of an UPDATE inside a data-modifying CTE becomes an
-    # extra SET of it, so a combined statement runs only on the driver.
-    combines_writes = False
-
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
-        self.dialect_name: str = session.get_bind().dialect.name
+        dialect = session.get_bind().dialect
+        self.dialect_name: str = dialect.name
+        # Only where the session's prepared statements run on its asyncpg connection (a
+        # write session the service marked, on PostgreSQL): through SQLAlchemy a parameter
+        # named like a column of an UPDATE inside a data-modifying CTE becomes an extra SET
+        # of it, so a combined statement runs only on the driver.
+        self.combines_writes: bool = (
+            session.info.get(ON_DRIVER) is True and dialect.driver == "asyncpg"
+        )
 
     async def fetch(self, statement: PreparedStatement, params: dict[str, Any]) -> list[Any]:
         return await statement.all(self.session, params)

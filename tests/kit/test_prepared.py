@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import bindparam, inspect, select, update
+from sqlalchemy import bindparam, func, inspect, select, update
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -16,12 +16,14 @@ from app.conversations.models import Message
 from app.core.clock import utcnow
 from app.db.prepared import (
     ON_DRIVER,
+    READS_ONLY,
     PreparedStatement,
     ValueInPreparedStatement,
     constant,
     insert_object,
     prepared,
 )
+from app.db.runner import SessionRunner
 from app.kit.outbox_models import OutboxJob
 from app.organizations.models import Organization
 from app.organizations.service import create_organization
@@ -196,3 +198,40 @@ async def test_a_lock_taken_by_the_first_statement_on_the_driver_is_held_until_c
         async with AsyncSession(engine) as cleanup:
             await cleanup.delete(await cleanup.get(Organization, org_id))
             await cleanup.commit()
+
+
+@pytest.mark.parametrize("mark", [True, READS_ONLY, None], ids=["writes", "reads-only", "none"])
+async def test_a_session_runner_combines_writes_only_on_its_sessions_driver(
+    engine: AsyncEngine, mark: object
+) -> None:
+    """Data-modifying CTEs go only where the session's statements run on its asyncpg
+    connection (through SQLAlchemy a bind named like an UPDATE's column becomes an extra
+    SET), and there they run in the session's transaction."""
+    renamed = (
+        update(Organization)
+        .where(Organization.id == bindparam("org_id"))
+        .values(name=bindparam("name"), updated_at=bindparam("now"))
+        .returning(Organization.id)
+        .cte("renamed")
+    )
+    rename_and_count = PreparedStatement(select(func.count().label("renamed")).select_from(renamed))
+    async with AsyncSession(engine, expire_on_commit=False) as session:
+        if mark is not None:
+            session.info[ON_DRIVER] = mark
+        runner = SessionRunner(session)
+        combines = mark is True and engine.dialect.name == "postgresql"
+        assert runner.combines_writes is combines
+        if not combines:
+            return
+        org_id = (await create_organization(session, "First")).id
+        await session.commit()
+        try:
+            params = {"org_id": org_id, "name": "Undone", "now": utcnow()}
+            assert await runner.fetch(rename_and_count, params) == [(1,)]
+            await session.rollback()
+            kept = await session.get(Organization, org_id)
+            assert kept is not None
+            assert kept.name == "First"
+        finally:
+            await session.delete(await session.get(Organization, org_id))
+            await session.commit()
