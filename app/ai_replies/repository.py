@@ -7,10 +7,24 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine.result import result_tuple
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.dml import UpdateBase
 
+from app.access.subject import Subject
 from app.agents.models import Agent
 from app.ai_replies.models import AiReplyState
 from app.channels.models import Channel
@@ -19,6 +33,8 @@ from app.core.clock import utcnow
 from app.db.prepared import PreparedStatement, constant, prepared
 from app.db.runner import StatementRunner
 from app.inbox.models import Ticket
+from app.inbox.repository import TicketRepository
+from app.kit import outbox
 from app.kit.outbox_models import OutboxJob
 
 HISTORY_COLUMNS = (
@@ -52,19 +68,33 @@ _STATE_OF_TICKET = select(*_STATE_COLUMNS).where(AiReplyState.ticket_id == bindp
 _STATE = PreparedStatement(_STATE_OF_TICKET)
 _LOCKED_STATE = PreparedStatement(_STATE_OF_TICKET.with_for_update())
 # Bind names differ from the columns': SQLAlchemy reserves those in an UPDATE.
-_SAVE_STATE = PreparedStatement(
+_SAVE = (
     update(AiReplyState)
     .where(AiReplyState.ticket_id == bindparam("state_ticket_id"))
     .values({name: bindparam(f"new_{name}") for name in (*_SAVED, "updated_at")})
 )
+_SAVE_STATE = PreparedStatement(_SAVE)
+
+
+def _saved_and_finished() -> PreparedStatement:
+    """Where data-modifying CTEs exist (PostgreSQL): the reply job's fenced finish and the
+    state's write in one statement; the state is written only when the finish found the
+    run's claim."""
+    settled = outbox.settled_by_run()
+    return outbox.finish_with(settled, _SAVE.where(exists(select(settled.c.id))).cte("saved"))
+
+
+_SAVE_STATE_AND_FINISH = _saved_and_finished()
 
 
 def _claim(dialect_name: str) -> UpdateBase:
     """The claim, in one statement that needs no transaction: taken only when messages wait,
     their burst window has closed, and no unexpired claim holds the conversation. A webhook
-    appending a message holds the row's lock; the claim waits for it and sees the message."""
+    appending a message holds the row's lock; the claim waits for it and sees the message.
+    On PostgreSQL it returns the answering parties too (SQLite's RETURNING cannot name the
+    tables of an UPDATE's FROM)."""
     length = func.jsonb_array_length if dialect_name == "postgresql" else func.json_array_length
-    return (
+    claim = (
         update(AiReplyState)
         .where(
             AiReplyState.ticket_id == bindparam("claimed_ticket_id"),
@@ -77,7 +107,16 @@ def _claim(dialect_name: str) -> UpdateBase:
             claimed_until=bindparam("new_claimed_until"),
             updated_at=bindparam("now"),
         )
-        .returning(*_STATE_COLUMNS)
+    )
+    if dialect_name != "postgresql":
+        return claim.returning(*_STATE_COLUMNS)
+    parties = (
+        _parties_of(bindparam("claimed_ticket_id"))
+        .add_columns(Ticket.id.label("parties_ticket_id"))
+        .subquery("parties")
+    )
+    return claim.where(parties.c.parties_ticket_id == AiReplyState.ticket_id).returning(
+        *_STATE_COLUMNS, *(parties.c[name] for name in _PARTIES_KEYS)
     )
 
 
@@ -89,9 +128,10 @@ async def state_of(runner: StatementRunner, ticket_id: str) -> ReplyState | None
 
 async def claimed_state(
     runner: StatementRunner, ticket_id: str, token: str, until: datetime, now: datetime
-) -> ReplyState | None:
-    """The state with the claim taken for `token` until `until`; None when it could not be
-    taken (nothing waits, the burst window is open, or another claim holds it)."""
+) -> tuple[ReplyState, Any | None] | None:
+    """The state with the claim taken for `token` until `until`, and the answering parties
+    (`answering_parties`); None when the claim could not be taken (nothing waits, the burst
+    window is open, or another claim holds it). One statement on PostgreSQL, two elsewhere."""
     dialect_name = runner.dialect_name
     statement = prepared(("ai_reply_claim", dialect_name), lambda: _claim(dialect_name))
     rows = await runner.fetch(
@@ -103,7 +143,13 @@ async def claimed_state(
             "now": now,
         },
     )
-    return ReplyState(*rows[0]) if rows else None
+    if not rows:
+        return None
+    width = len(_STATE_COLUMNS)
+    state = ReplyState(*rows[0][:width])
+    if dialect_name == "postgresql":
+        return state, _parties_row(rows[0][width:])
+    return state, await answering_parties(runner, ticket_id)
 
 
 def _created_locked(dialect_name: str) -> UpdateBase:
@@ -148,12 +194,84 @@ async def locked_state(
     return ReplyState(*rows[0]) if rows else None
 
 
+_CHANNEL_COLUMNS = tuple(Channel.__table__.columns)
+_channel_row = result_tuple([column.key for column in _CHANNEL_COLUMNS])
+
+
+def _with_state_and_channel(statement: Select[Any]) -> Select[Any]:
+    return (
+        statement.add_columns(
+            *_STATE_COLUMNS, *(column.label(f"channel_{column.key}") for column in _CHANNEL_COLUMNS)
+        )
+        .join_from(Ticket, AiReplyState, AiReplyState.ticket_id == Ticket.id)
+        .outerjoin_from(
+            Ticket,
+            Channel,
+            and_(
+                Channel.id == Ticket.chat_phone_number_id,
+                Channel.organization_id == Ticket.organization_id,
+            ),
+        )
+        .with_for_update(of=(Ticket, AiReplyState))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LockedTurn:
+    """What a reply's delivery reads under its locks: the ticket's row (`inbox.get_ticket`'s
+    shape), its reply state, and its channel's row (`channels.channel_for_sending`'s shape;
+    None when the ticket has none)."""
+
+    ticket: Any
+    state: ReplyState
+    channel: Any | None
+
+
+async def locked_turn(session: AsyncSession, subject: Subject, ticket_id: str) -> LockedTurn | None:
+    """The ticket and its reply state, both rows locked until the transaction ends, and its
+    channel, in one statement; None when the ticket or its state is missing."""
+    found = await TicketRepository(session, subject).get_row_for_update_with(
+        ticket_id, "with_reply_state_and_channel", _with_state_and_channel
+    )
+    if found is None:
+        return None
+    ticket, values = found
+    width = len(_STATE_COLUMNS)
+    channel = _channel_row(values[width:])
+    return LockedTurn(
+        ticket, ReplyState(*values[:width]), channel if channel.id is not None else None
+    )
+
+
+def _saved(state: ReplyState) -> dict[str, Any]:
+    values = {f"new_{name}": getattr(state, name) for name in _SAVED}
+    return {**values, "state_ticket_id": state.ticket_id, "new_updated_at": utcnow()}
+
+
 async def save_state(runner: StatementRunner, state: ReplyState) -> None:
     """Write the state's changes (its row is locked by `locked_state`)."""
-    values = {f"new_{name}": getattr(state, name) for name in _SAVED}
-    await runner.execute(
-        _SAVE_STATE, {**values, "state_ticket_id": state.ticket_id, "new_updated_at": utcnow()}
-    )
+    await runner.execute(_SAVE_STATE, _saved(state))
+
+
+async def save_state_and_settle(
+    runner: StatementRunner, state: ReplyState, again: datetime | None, job_id: str, token: str
+) -> None:
+    """`save_state`, and the reply job finished (with `again`: run again then), in the
+    runner's transaction: one statement where writes combine and the job finishes. Raises
+    `outbox.StaleRun` when the run lost its claim, so the transaction rolls back."""
+    params = _saved(state)
+    if again is None and runner.combines_writes:
+        [(finished,)] = await runner.fetch(
+            _SAVE_STATE_AND_FINISH, {**params, "job_id": job_id, "token": token}
+        )
+        if not finished:
+            raise outbox.StaleRun(job_id)
+        return
+    if again is None:
+        await outbox.finish(runner, job_id, token)
+    else:
+        await outbox.reschedule(runner, job_id, token, again)
+    await runner.execute(_SAVE_STATE, params)
 
 
 _JOB_STATUS = PreparedStatement(select(OutboxJob.status).where(OutboxJob.id == bindparam("job_id")))
@@ -224,25 +342,34 @@ async def messages_by_id(runner: StatementRunner, ids: Sequence[str]) -> dict[st
 
 # What a reply needs of its ticket, channel and agent, in one prepared statement (the
 # columns only: hydrating the three entities cost more than the statement).
-_PARTIES = PreparedStatement(
-    select(
-        Ticket.status.label("ticket_status"),
-        Ticket.assigned_user_id,
-        Channel.id.label("channel_id"),
-        Channel.livemode,
-        Agent.id,
-        Agent.organization_id,
-        Agent.name,
-        Agent.timezone,
-        Agent.config,
-        Agent.updated_at,
-        Agent.status.label("agent_status"),
-    )
-    .select_from(Ticket)
-    .outerjoin(Channel, Channel.id == Ticket.chat_phone_number_id)
-    .outerjoin(Agent, Agent.id == Channel.agent_id)
-    .where(Ticket.id == bindparam("ticket_id"))
+_PARTIES_COLUMNS = (
+    Ticket.status.label("ticket_status"),
+    Ticket.assigned_user_id,
+    Channel.id.label("channel_id"),
+    Channel.livemode,
+    Agent.id,
+    Agent.organization_id,
+    Agent.name,
+    Agent.timezone,
+    Agent.config,
+    Agent.updated_at,
+    Agent.status.label("agent_status"),
 )
+_PARTIES_KEYS = tuple(column.key for column in _PARTIES_COLUMNS)
+_parties_row = result_tuple(_PARTIES_KEYS)
+
+
+def _parties_of(ticket_id: Any) -> Select[Any]:
+    return (
+        select(*_PARTIES_COLUMNS)
+        .select_from(Ticket)
+        .outerjoin(Channel, Channel.id == Ticket.chat_phone_number_id)
+        .outerjoin(Agent, Agent.id == Channel.agent_id)
+        .where(Ticket.id == ticket_id)
+    )
+
+
+_PARTIES = PreparedStatement(_parties_of(bindparam("ticket_id")))
 
 
 async def answering_parties(runner: StatementRunner, ticket_id: str) -> Any | None:

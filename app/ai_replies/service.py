@@ -45,7 +45,6 @@ from app.engine.types import AgentProfile, Message, Role, TurnResult
 from app.events.service import record_many
 from app.inbox import service as inbox
 from app.inbox.models import TicketStatus
-from app.inbox.repository import TicketRepository
 from app.kit import outbox
 from app.kit.errors import DomainError
 from app.resources import Resources
@@ -157,13 +156,13 @@ async def claim_turn(
     """Claim the conversation for one reply: one statement (no transaction needed), then the
     reads the turn needs. None when there is nothing to answer."""
     now = utcnow()
-    state = await repository.claimed_state(
+    claimed = await repository.claimed_state(
         runner, ticket_id, token, now + claim_lease(settings), now
     )
-    if state is None:
+    if claimed is None:
         return await _why_not_claimed(runner, ticket_id, now)
+    state, parties = claimed
     answering = list(state.pending)
-    parties = await repository.answering_parties(runner, ticket_id)
     if (
         not answering
         or parties is None
@@ -287,10 +286,17 @@ class Delivered:
 
 
 async def deliver(
-    session: AsyncSession, resources: Resources, turn: Turn, result: TurnResult
+    session: AsyncSession,
+    resources: Resources,
+    turn: Turn,
+    result: TurnResult,
+    *,
+    job_id: str,
+    job_token: str,
 ) -> Delivered:
-    """Send the agent's reply through the channel and record what happened, in the caller's
-    transaction."""
+    """Send the agent's reply through the channel, record what happened and settle the reply
+    job (`job_id`, claimed with `job_token`), in the caller's transaction. Raises
+    `outbox.StaleRun` when the job's run lost its claim: the transaction must roll back."""
     agent = turn.agent
     # Who acts: the agent, in the channel's organization and mode.
     subject = Subject(
@@ -300,17 +306,19 @@ async def deliver(
         scopes=frozenset({Scope.FULL_ACCESS}),
         livemode=agent.livemode,
     )
-    # Serialises with a person's assign or close of the ticket: whichever commits first wins.
-    ticket = await TicketRepository(session, subject).get_row_for_update(turn.ticket_id)
     runner = SessionRunner(session)
-    state = await repository.locked_state(runner, turn.ticket_id)
-    if ticket is None or state is None or state.claim_token != turn.token:
+    # The ticket's lock serialises with a person's assign or close of it: whichever commits
+    # first wins.
+    locked = await repository.locked_turn(session, subject, turn.ticket_id)
+    if locked is None or locked.state.claim_token != turn.token:
         logger.warning("reply dropped: the claim was lost", ticket_id=turn.ticket_id)
+        await outbox.finish(runner, job_id, job_token)
         return Delivered(None)
+    ticket, state = locked.ticket, locked.state
     now = utcnow()
     if not _may_answer(ticket.status, ticket.assigned_user_id, state.silenced_reason):
         _answered(state, len(turn.answering), now)
-        await repository.save_state(runner, state)
+        await repository.save_state_and_settle(runner, state, None, job_id, job_token)
         return Delivered(None)
     message = None
     # The sent message's event joins the turn's: one insert and one fan-out job for all.
@@ -325,6 +333,7 @@ async def deliver(
                 MessageSend(text=result.reply[:MAX_REPLY_CHARS]),
                 agent_id=turn.agent.agent_id,
                 locked_ticket=ticket,
+                channel=locked.channel,
                 emitted=events,
                 inbound_at=turn.inbound_at,
             )
@@ -348,11 +357,10 @@ async def deliver(
         state.silenced_reason = result.action.reason[:500]
         state.pending = []
         state.first_pending_at = None
-    await repository.save_state(runner, state)
-    done = Delivered(None, fanned)
+    again = None
     if result.action is not None and result.action.kind == "end":
         await inbox.close_ticket(session, subject, ticket.id)
-        return done
-    if state.pending and state.silenced_reason is None:
-        return Delivered(state.due_at, fanned)
-    return done
+    elif state.pending and state.silenced_reason is None:
+        again = state.due_at  # more messages arrived meanwhile
+    await repository.save_state_and_settle(runner, state, again, job_id, job_token)
+    return Delivered(again, fanned)

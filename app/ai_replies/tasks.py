@@ -65,8 +65,10 @@ async def reply(job: JobContext) -> datetime | None:
         job.runtime.shared(open_delivery_slots),
         resources.session(writes=True) as session,
     ):
-        delivered = await service.deliver(session, resources, claimed, result)
-        await job.settle(session, delivered.again)
+        delivered = await service.deliver(
+            session, resources, claimed, result, job_id=job.job_id, job_token=job.token
+        )
+        job.settled = True
         await session.commit()
     await webhook_jobs.announce(job.runtime, delivered.fanned)
     return delivered.again

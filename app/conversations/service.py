@@ -339,6 +339,7 @@ async def send_message(
     *,
     agent_id: str | None = None,
     locked_ticket: Any | None = None,
+    channel: Any | None = None,
     emitted: list[tuple[str, dict[str, Any]]] | None = None,
     inbound_at: datetime | None = None,
 ) -> Message:
@@ -351,14 +352,17 @@ async def send_message(
     `locked_ticket`: the ticket's row (`inbox.get_ticket`'s shape) the caller read under
     its lock in this transaction; the ticket is then not read again, and the message is
     written once, after the send (unlocked, it is written first, so a ticket deleted
-    meanwhile fails the reply before anything leaves). `emitted`: the message's event is
+    meanwhile fails the reply before anything leaves). `channel`: with `locked_ticket`, the
+    ticket's channel row (`channels.channel_for_sending`'s shape) the caller read in the
+    same statement; it is then not read again. `emitted`: the message's event is
     appended there, for the caller's own `emit_many`, instead of emitted on its own.
     `inbound_at`: when a message of this ticket the caller read arrived (an AI reply's
     answered messages); while that is inside the 24-hour window, the latest is not read."""
     ticket = locked_ticket or await inbox.get_ticket(session, subject, ticket_id)
     if ticket.chat_phone_number_id is None:
         raise InvalidInput("The ticket has no messaging channel to reply through")
-    channel = await channels.channel_for_sending(session, subject, ticket.chat_phone_number_id)
+    if channel is None:
+        channel = await channels.channel_for_sending(session, subject, ticket.chat_phone_number_id)
     repository = MessageRepository(session, subject)
     text = data.text
     template: TemplateMessage | None = None

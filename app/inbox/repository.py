@@ -4,7 +4,7 @@ organization. Ticket reads join their contact, so a ticket or a page of them is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from sqlalchemy import ColumnElement, Select, bindparam, select
@@ -50,21 +50,28 @@ class TicketRepository(OrgScopedRepository[Ticket]):
 
     async def get_row(self, object_id: str) -> Any | None:
         """The ticket with its contact's brief columns, only in this organization."""
-        return await self._row(object_id, locked=False)
-
-    async def get_row_for_update(self, object_id: str) -> Any | None:
-        """`get_row`, the ticket's row locked as `get_for_update` locks it: for a caller that
-        reads the ticket under the lock and changes other rows only (an AI reply)."""
-        return await self._row(object_id, locked=True)
-
-    async def _row(self, object_id: str, *, locked: bool) -> Any | None:
-        def build() -> Select[Any]:
-            statement = _with_contact(select(*self.list_columns))
-            return statement.with_for_update(of=Ticket) if locked else statement
-
         return await self._row_by_id(
-            object_id, "get_row_for_update" if locked else "get_row", build
+            object_id, "get_row", lambda: _with_contact(select(*self.list_columns))
         )
+
+    async def get_row_for_update_with(
+        self, object_id: str, name: str, extend: Callable[[Select[Any]], Select[Any]]
+    ) -> tuple[Any, tuple[Any, ...]] | None:
+        """`get_row` with the ticket's row locked as `get_for_update` locks it and, in the
+        same statement, what `extend` adds under the shape `name` (another domain's row of
+        the ticket, joined and locked with it: an AI reply's state), for a caller that reads
+        the ticket under the lock and changes other rows only: the ticket's row and the
+        added values."""
+        width = len(self.list_columns)
+        row = await self._row_by_id(
+            object_id,
+            name,
+            lambda: extend(_with_contact(select(*self.list_columns)).with_for_update(of=Ticket)),
+        )
+        if row is None:
+            return None
+        values = tuple(row)
+        return _make_row(values[:width]), values[width:]
 
     async def get_for_update(self, object_id: str) -> Any | None:
         """(Ticket entity, brief columns) of a ticket about to change, its row locked on

@@ -18,11 +18,13 @@ import pytest
 from sqlalchemy import select
 
 from app.ai_replies import repository, service
+from app.ai_replies import tasks as reply_tasks
 from app.ai_replies.models import AiReplyState
 from app.ai_replies.service import REPLY_ACTOR, reply_job_id
 from app.ai_replies.tasks import reply
 from app.events.models import Event
 from app.integrations.whatsapp import payloads
+from app.kit.outbox import StaleRun
 from app.kit.outbox_models import OutboxJob
 from app.organizations.service import create_user
 from tests.conftest import Tenant, graphql
@@ -296,6 +298,55 @@ async def test_replies_deliver_a_worker_threads_worth_at_once(
     assert 1 <= most <= engine.settings.worker_threads
 
 
+async def test_a_reply_whose_run_lost_the_job_records_nothing(
+    engine: Engine, providers: tuple[FakeProviders, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run claimed the reply job while this one's model answered (its lease ran
+    out): settling the job refuses this run, and the reply's record (message, events, the
+    state's answered messages) rolls back with it; the other run owns the job. On PostgreSQL
+    the state's write and the job's finish are one statement; elsewhere they are two."""
+    answer, deliver = reply_tasks._answer, service.deliver
+    refused: list[str] = []
+
+    async def answer_while_another_run_claims(job: Any, turn: Any) -> Any:
+        # On the worker's loop: its own resources.
+        async with job.runtime.resources.session(writes=True) as session:
+            stored = await session.get(OutboxJob, job.job_id)
+            assert stored is not None
+            assert stored.claim_token == job.token
+            stored.claim_token = "another-run"
+            await session.commit()
+        return await answer(job, turn)
+
+    async def refused_deliver(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await deliver(*args, **kwargs)
+        except StaleRun:
+            refused.append(kwargs["job_id"])
+            raise
+
+    async def refused_once() -> bool:
+        return bool(refused)
+
+    monkeypatch.setattr(reply_tasks, "_answer", answer_while_another_run_claims)
+    monkeypatch.setattr(service, "deliver", refused_deliver)
+    chat = await open_chat(engine, providers)
+    await chat.say("Hello there")
+    ticket_id = await chat.ticket_id()
+    await eventually(refused_once, 20.0)
+    assert refused == [reply_job_id(ticket_id)]
+    assert await chat.replies(ticket_id) == []
+    assert await chat.events("ai.reply.generated") == []
+    assert await chat.events("message.sent") == []
+    async with engine.sessionmaker() as session:
+        state = await session.get(AiReplyState, ticket_id)
+        job = await session.get(OutboxJob, reply_job_id(ticket_id))
+    assert state is not None
+    assert len(state.pending) == 1
+    assert job is not None
+    assert job.claim_token == "another-run"
+
+
 async def test_a_message_stored_after_the_claim_waits_for_the_next_reply(
     engine: Engine, providers: tuple[FakeProviders, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -308,17 +359,17 @@ async def test_a_message_stored_after_the_claim_waits_for_the_next_reply(
         )
     chat = await open_chat(engine, providers)
     test_loop = asyncio.get_running_loop()
-    read_parties = repository.answering_parties
+    read_history = repository.history_rows
     interleaved: list[str] = []
 
-    async def parties_then_a_message(runner: Any, ticket_id: str) -> Any:
+    async def a_message_then_the_history(runner: Any, ticket_id: str, *args: Any) -> Any:
         if not interleaved:  # the first reply's claim is taken: the customer writes again
             interleaved.append(ticket_id)
             sent = asyncio.run_coroutine_threadsafe(chat.say("Second question"), test_loop)
             await asyncio.wrap_future(sent)
-        return await read_parties(runner, ticket_id)
+        return await read_history(runner, ticket_id, *args)
 
-    monkeypatch.setattr(repository, "answering_parties", parties_then_a_message)
+    monkeypatch.setattr(repository, "history_rows", a_message_then_the_history)
     await chat.say("First question")
     ticket_id = await chat.ticket_id()
     await chat.wait_replies(ticket_id, 2)
