@@ -327,8 +327,9 @@ async def test_an_mcp_server_that_is_down_is_left_out(clients: EngineClients) ->
 class Answering:
     """An SDK client whose requests all get `answer` back, as the SDK parsed it (JSON)."""
 
-    def __init__(self, answer: object) -> None:
+    def __init__(self, answer: object, base_url: str = "https://api.openai.com/v1/") -> None:
         self.answer = answer
+        self.base_url = base_url
         self.posts: list[tuple[str, dict[str, object]]] = []
 
     async def post(self, path: str, *, content: bytes, cast_to: type) -> object:
@@ -374,10 +375,12 @@ async def test_a_whole_answer_reads_text_tool_calls_and_usage_from_the_json() ->
                 }
             ],
             "usage": {"prompt_tokens": 12, "completion_tokens": None},
-        }
+        },
+        base_url="https://api.groq.com/",
     )
     completion = await groq_chat(client, "llama-3.3-70b").complete(request("hi", stream=False))
-    assert client.posts[0][0] == "/openai/v1/chat/completions"  # where the groq SDK posts
+    # Where the groq SDK posts, joined to the client's base URL once.
+    assert client.posts[0][0] == "https://api.groq.com/openai/v1/chat/completions"
     assert completion.text == ""
     assert [(call.id, call.name, call.arguments) for call in completion.tool_calls] == [
         ("call_0", "order_status", {"order_id": "7"})

@@ -94,8 +94,11 @@ class OpenAICompatibleChat:
         completions_path: str = "/chat/completions",
     ) -> None:
         self.client = client
-        # Where the SDK's own `chat.completions.create` posts, under the client's base URL.
-        self._completions_path = completions_path
+        # Where the SDK's own `chat.completions.create` posts, under the client's base URL,
+        # joined once here: given a relative path, the SDK parses the path and its base URL
+        # again at every call.
+        base = str(client.base_url).rstrip("/")
+        self._completions_url = f"{base}/{completions_path.lstrip('/')}"
         self._usage_in_stream = usage_in_stream
         self.model = model
         self.provider = provider
@@ -123,7 +126,7 @@ class OpenAICompatibleChat:
             # The body goes as bytes (`content`), sent as they are: the SDK's own encoder (the
             # standard library's, with a custom class) is slower than ours.
             answer = await self.client.post(
-                self._completions_path, content=dumps(body), cast_to=object
+                self._completions_url, content=dumps(body), cast_to=object
             )
             return self._whole(answer)
         except self._errors.APIStatusError as exc:
