@@ -28,9 +28,9 @@ Run: ``.venv/bin/python bench/agent_replies.py [--conversations 1000] [--threads
 
 `--callgrind`: for a run under ``valgrind --tool=callgrind --instr-atstart=no``, collection is
 switched on (``callgrind_control -i on``) as the throughput phase's worker starts and off when
-its work is done, and the sweep runs every 5 s (at 0.2 s valgrind's slowdown makes the sweep
-dominate): the instructions per reply, which a busy shared machine does not change
-(docs/benchmarks.md).
+its work is done, and the sweep runs every 5 s (valgrind's slowdown would make the sweep's
+per-second cost dominate): the instructions per reply, which a busy shared machine does not
+change (docs/benchmarks.md). Otherwise the sweep runs at the worker's shipped interval.
 """
 
 from __future__ import annotations
