@@ -9,7 +9,6 @@ arriving, and waits while the burst window is open.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from datetime import datetime, timedelta
 
@@ -22,19 +21,22 @@ from app.engine.engine import ConversationEngine, EngineClients
 from app.engine.limits import ConversationLimitReached, ReplyLimitReached
 from app.engine.types import TurnResult
 from app.jobs import JobContext, Task
+from app.kit.quota import WaitingQuota
 from app.webhooks import tasks as webhook_jobs
 
 # A conversation that finds every AI slot of its organization taken tries again this later.
 BUSY_RETRY = timedelta(seconds=5)
 
 
-def open_delivery_slots(settings: Settings) -> asyncio.Semaphore:
-    """Replies sending and recording at once in this process. A reply is detached (its model
-    call holds no worker thread), but its delivery holds a connection of the shared database
-    pool, through a paced send of up to `send_max_wait_seconds`: a thread's worth of them at
-    once, as when replies ran on the threads, so one tenant's throttled channel never takes
-    the pool every other job needs."""
-    return asyncio.Semaphore(settings.worker_threads)
+def open_delivery_slots(settings: Settings) -> WaitingQuota:
+    """Replies sending and recording at once in this process, by organization. A reply is
+    detached (its model call holds no worker thread), but its delivery holds a connection of
+    the shared database pool, through a paced send of up to `send_max_wait_seconds`: a
+    thread's worth of them at once, as when replies ran on the threads, so one tenant's
+    throttled channel never takes the pool every other job needs; and all but one of them
+    for any one organization, so it never takes every delivery either."""
+    total = settings.worker_threads
+    return WaitingQuota(per_key=max(1, total - 1), total=total)
 
 
 async def reply(job: JobContext) -> datetime | None:
@@ -62,7 +64,7 @@ async def reply(job: JobContext) -> datetime | None:
         await _give_back(job, claimed, None)
         raise
     async with (
-        job.runtime.shared(open_delivery_slots),
+        job.runtime.shared(open_delivery_slots).held(claimed.agent.organization_id),
         resources.session(writes=True) as session,
     ):
         delivered = await service.deliver(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -296,6 +297,62 @@ async def test_replies_deliver_a_worker_threads_worth_at_once(
     for chat in chats:
         await chat.wait_replies(await chat.ticket_id(), 1)
     assert 1 <= most <= engine.settings.worker_threads
+
+
+async def test_one_organization_never_holds_every_delivery_slot(
+    engine: Engine, providers: tuple[FakeProviders, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant whose deliveries hang (a throttled channel's paced send, its transaction
+    open) holds all but one of the worker's delivery slots: another tenant's reply is
+    delivered meanwhile, and the hung tenant's replies follow once their sends return."""
+    if engine.settings.database_url.startswith("sqlite"):
+        pytest.skip(
+            "on SQLite a delivery's transaction holds the one write lock: every write waits"
+        )
+    slots = engine.settings.worker_threads
+    assert slots >= 2
+    slow, other = await open_chat(engine, providers), await open_chat(engine, providers)
+    deliver = service.deliver
+    released = threading.Event()
+    hung: list[str] = []
+
+    async def hangs_for_one_tenant(*args: Any, **kwargs: Any) -> Any:
+        turn = args[2]
+        if turn.agent.organization_id == slow.tenant.organization_id:
+            hung.append(turn.ticket_id)
+            while not released.is_set():  # noqa: ASYNC110 (set from the test's loop)
+                await asyncio.sleep(0.01)
+        return await deliver(*args, **kwargs)
+
+    async def slots_taken() -> bool:
+        return len(hung) >= slots - 1
+
+    monkeypatch.setattr(service, "deliver", hangs_for_one_tenant)
+    try:
+        for customer in range(slots + 1):  # more of its conversations than there are slots
+            payload = payloads.inbound_text(
+                WABA,
+                slow.channel["phone_number_id"],
+                "+14155550142",
+                f"wamid.hung{next(_messages)}",
+                f"+1415555{customer:04d}",
+                "Where is my order?",
+                profile_name="Ada",
+            )
+            response = await post_signed(engine.client, payload, APP_SECRET)
+            assert response.status_code == 200, response.text
+        await eventually(slots_taken, 20.0)
+        await other.say("Hello there")
+        [reply] = await other.wait_replies(await other.ticket_id(), 1)
+        assert reply["text"] == GREETING
+        assert len(hung) == slots - 1  # the last slot stayed free for other tenants
+    finally:
+        released.set()
+
+    async def all_answered() -> bool:
+        return len(await slow.events("ai.reply.generated")) == slots + 1
+
+    await eventually(all_answered, 20.0)
 
 
 async def test_a_reply_whose_run_lost_the_job_records_nothing(
