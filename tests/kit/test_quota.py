@@ -58,15 +58,22 @@ async def test_a_freed_place_goes_to_the_first_waiter_whose_key_may_take_it() ->
     await asyncio.gather(*tasks)
 
 
-async def test_a_cancelled_waiter_takes_no_place_with_it() -> None:
+async def a_holder_and_two_waiters() -> tuple[
+    WaitingQuota, list[str], dict[str, asyncio.Event], list[asyncio.Task[None]]
+]:
+    """One place: "a" holds it, then "b" and "c" wait for it, in that order."""
     quota = WaitingQuota(per_key=1, total=1)
     entered: list[str] = []
-    leave = {name: asyncio.Event() for name in ("a", "b", "c")}
-    first = asyncio.create_task(hold(quota, "a", entered, leave["a"]))
-    await settle()
-    cancelled = asyncio.create_task(hold(quota, "b", entered, leave["b"]))
-    last = asyncio.create_task(hold(quota, "c", entered, leave["c"]))
-    await settle()
+    leave = {key: asyncio.Event() for key in ("a", "b", "c")}
+    tasks = []
+    for key in ("a", "b", "c"):
+        tasks.append(asyncio.create_task(hold(quota, key, entered, leave[key])))
+        await settle()
+    return quota, entered, leave, tasks
+
+
+async def test_a_cancelled_waiter_takes_no_place_with_it() -> None:
+    quota, entered, leave, (first, cancelled, last) = await a_holder_and_two_waiters()
     cancelled.cancel()
     await settle()
     leave["a"].set()
@@ -79,14 +86,7 @@ async def test_a_cancelled_waiter_takes_no_place_with_it() -> None:
 
 
 async def test_a_waiter_cancelled_as_it_is_handed_a_place_gives_it_back() -> None:
-    quota = WaitingQuota(per_key=1, total=1)
-    entered: list[str] = []
-    leave = {name: asyncio.Event() for name in ("a", "b", "c")}
-    first = asyncio.create_task(hold(quota, "a", entered, leave["a"]))
-    await settle()
-    handed = asyncio.create_task(hold(quota, "b", entered, leave["b"]))
-    last = asyncio.create_task(hold(quota, "c", entered, leave["c"]))
-    await settle()
+    quota, entered, leave, (first, handed, last) = await a_holder_and_two_waiters()
     leave["a"].set()
     await asyncio.sleep(0)  # "a" leaves and hands its place to "b", which has not run yet
     assert quota.held_by("b") == 1
