@@ -126,7 +126,7 @@ async def state_of(runner: StatementRunner, ticket_id: str) -> ReplyState | None
     return ReplyState(*rows[0]) if rows else None
 
 
-async def claimed_state(
+async def claimed_state_and_parties(
     runner: StatementRunner, ticket_id: str, token: str, until: datetime, now: datetime
 ) -> tuple[ReplyState, Any | None] | None:
     """The state with the claim taken for `token` until `until`, and the answering parties

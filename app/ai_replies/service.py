@@ -156,7 +156,7 @@ async def claim_turn(
     """Claim the conversation for one reply: one statement (no transaction needed), then the
     reads the turn needs. None when there is nothing to answer."""
     now = utcnow()
-    claimed = await repository.claimed_state(
+    claimed = await repository.claimed_state_and_parties(
         runner, ticket_id, token, now + claim_lease(settings), now
     )
     if claimed is None:
